@@ -1,0 +1,87 @@
+//! Database configuration.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::durability::{DurabilityKind, DurabilityMode};
+use crate::error::OpenError;
+
+/// Default epoch length (silor-osdi14 §2.1: 40 ms).
+pub const DEFAULT_EPOCH_INTERVAL: Duration = Duration::from_millis(40);
+
+/// Default bound on concurrently registered workers.
+pub const DEFAULT_MAX_WORKERS: usize = 256;
+
+/// How to open a [`crate::Database`].
+#[derive(Clone)]
+pub struct Config {
+    /// The durability mode.
+    pub durability: DurabilityKind,
+    /// A custom durability mode; overrides `durability` when set (tests and
+    /// embedders that bring their own).
+    pub custom_durability: Option<Arc<dyn DurabilityMode>>,
+    /// Directories for logs and checkpoints (one per disk). Unused by `none`.
+    pub dirs: Vec<PathBuf>,
+    /// Worker threads a pool or benchmark starts by default: one per core.
+    pub workers: usize,
+    /// Length of an epoch.
+    pub epoch_interval: Duration,
+    /// Most workers registered at once (size of the epoch table).
+    pub max_workers: usize,
+    /// Attempts a transaction gets before [`crate::TxError::TooManyConflicts`].
+    pub max_attempts: u32,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("durability", &self.durability)
+            .field(
+                "custom_durability",
+                &self.custom_durability.as_ref().map(|m| m.name()),
+            )
+            .field("dirs", &self.dirs)
+            .field("workers", &self.workers)
+            .field("epoch_interval", &self.epoch_interval)
+            .field("max_workers", &self.max_workers)
+            .field("max_attempts", &self.max_attempts)
+            .finish()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            durability: DurabilityKind::None,
+            custom_durability: None,
+            dirs: Vec::new(),
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            epoch_interval: DEFAULT_EPOCH_INTERVAL,
+            max_workers: DEFAULT_MAX_WORKERS,
+            max_attempts: u32::MAX,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the settings and their relations.
+    pub fn validate(&self) -> Result<(), OpenError> {
+        if self.workers == 0 {
+            return Err(OpenError::Config("workers must be at least 1".into()));
+        }
+        if self.max_workers < self.workers {
+            return Err(OpenError::Config(format!(
+                "max_workers ({}) must be at least workers ({})",
+                self.max_workers, self.workers
+            )));
+        }
+        if self.epoch_interval.is_zero() {
+            return Err(OpenError::Config("epoch_interval must be positive".into()));
+        }
+        if self.max_attempts == 0 {
+            return Err(OpenError::Config("max_attempts must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
