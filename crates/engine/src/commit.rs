@@ -7,8 +7,9 @@
 //! 4. compute the TID (rules (a)–(c), `tid::commit_tid`);
 //! 5. hand the commit to the durability mode (write set still locked);
 //! 6. install the new values with the TID and unlock;
-//! 7. unlink records the transaction deleted.
+//! 7. queue the records it deleted for unlinking once their epoch is safe.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ use epochdb_epoch::{EpochHandle, EpochManager};
 use crate::durability::{CommitView, WorkerLog};
 use crate::error::Abort;
 use crate::record::{free_record, free_value, RecordRef};
-use crate::table::Table;
+use crate::table::{Table, TableId};
 use crate::ticket::Ticket;
 use crate::tid::{commit_tid, tid_of, Tid, ABSENT_BIT, LOCK_BIT, UNLINKED_BIT};
 use crate::txn::{to_bound, TxState, WriteSet};
@@ -34,6 +35,7 @@ pub(crate) struct CommitContext<'a> {
     pub(crate) handle: &'a mut EpochHandle,
     pub(crate) log: &'a mut dyn WorkerLog,
     pub(crate) last_tid: &'a mut Tid,
+    pub(crate) unlinks: &'a mut VecDeque<PendingUnlink>,
 }
 
 /// Tries to commit the transaction in `state`. On success the write set's
@@ -114,14 +116,12 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
     for entry in &mut state.writes.entries {
         // The values now belong to their records.
         if entry.value.take().is_none() {
-            let key = state.writes.keys.get(entry.key);
-            unlink_deleted(
-                &ctx.tables[entry.table.0 as usize],
-                key,
-                entry.record,
+            ctx.unlinks.push_back(PendingUnlink {
+                table: entry.table,
+                key: state.writes.keys.get(entry.key).into(),
+                record: entry.record,
                 tid,
-                ctx.handle,
-            );
+            });
         }
     }
     *ctx.last_tid = tid;
@@ -187,12 +187,13 @@ fn validate(tables: &[Arc<Table>], state: &TxState) -> bool {
             return false;
         }
     }
+    // A key seen missing must still be missing, or hold only our own
+    // placeholder. Any other record there is new since the read: it may have
+    // been present at the serialization point, so abort (conservatively).
     for absent in &state.absent {
         let table = &tables[absent.table.0 as usize];
         if let Some(record) = table.lookup(state.keys.get(absent.key)) {
-            let current = record.get().word();
-            let ours = ownership(writes, record).is_some();
-            if current & ABSENT_BIT == 0 || (current & LOCK_BIT != 0 && !ours) {
+            if ownership(writes, record) != Some(true) {
                 return false;
             }
         }
@@ -227,8 +228,40 @@ fn validate(tables: &[Arc<Table>], state: &TxState) -> bool {
     true
 }
 
-/// After committing a delete: removes the now-absent record from its index
-/// so the key's memory is reclaimed, unless another writer got there first.
+/// A deleted record waiting to leave its index.
+///
+/// Unlinking at once would let a concurrent scan or missing-key read see the
+/// range unchanged after an insert and a delete (ABA) and validate wrongly;
+/// so a record deleted in epoch `e` is unlinked only once the safe epoch
+/// reaches `e`: every transaction that could have observed the range
+/// before the delete has finished by then, and the others see the absent
+/// record, whose presence changes their scan set.
+pub(crate) struct PendingUnlink {
+    pub(crate) table: TableId,
+    pub(crate) key: Box<[u8]>,
+    pub(crate) record: RecordRef,
+    pub(crate) tid: Tid,
+}
+
+/// Unlinks the pending deletes whose epoch is safe, oldest first.
+pub(crate) fn unlink_safe(
+    tables: &[Arc<Table>],
+    unlinks: &mut VecDeque<PendingUnlink>,
+    safe_epoch: u64,
+    handle: &mut EpochHandle,
+) {
+    while unlinks
+        .front()
+        .is_some_and(|pending| pending.tid.epoch() <= safe_epoch)
+    {
+        let pending = unlinks.pop_front().expect("front checked");
+        let table = &tables[pending.table.0 as usize];
+        unlink_deleted(table, &pending.key, pending.record, pending.tid, handle);
+    }
+}
+
+/// Removes a deleted record from its index so its memory is reclaimed,
+/// unless a writer has re-inserted the key since.
 fn unlink_deleted(
     table: &Table,
     key: &[u8],

@@ -42,15 +42,9 @@ impl Table {
         self.index.peek(key, &guard).copied()
     }
 
-    /// Inserts `record` for `key` unless the key is present; returns the
-    /// record already there on a race.
-    pub(crate) fn insert(&self, key: &[u8], record: RecordRef) -> Result<(), RecordRef> {
-        match self.index.insert(key.into(), record) {
-            Ok(()) => Ok(()),
-            Err(_) => Err(self
-                .lookup(key)
-                .expect("TreeIndex refused an insert for a key it does not hold")),
-        }
+    /// Inserts `record` for `key`; false if the key is already indexed.
+    pub(crate) fn insert(&self, key: &[u8], record: RecordRef) -> bool {
+        self.index.insert(key.into(), record).is_ok()
     }
 
     /// Removes `key` if it still maps to `record`.

@@ -270,7 +270,7 @@ impl<'t> Transaction<'t> {
                 }
                 // Insert an absent, locked placeholder (Silo §4.5).
                 let placeholder = RecordRef::from_box(Record::new_placeholder());
-                if t.insert(key, placeholder).is_err() {
+                if !t.insert(key, placeholder) {
                     // SAFETY: never published; we still own it.
                     unsafe { crate::record::free_record(placeholder.as_ptr().cast()) };
                     continue;
