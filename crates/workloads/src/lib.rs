@@ -1,1 +1,10 @@
-//! placeholder
+//! The papers' workloads, written once and shared by benchmarks, tests and
+//! crash tests: YCSB (SiloR's variant, CPR's variant, core A–F) and TPC-C.
+
+mod workload;
+pub mod ycsb;
+mod zipf;
+
+pub use workload::{share, Client, Outcome, Workload};
+pub use ycsb::{Variant, Ycsb, YcsbConfig};
+pub use zipf::{fnv64, KeyChooser, Zipf};
