@@ -4,6 +4,8 @@
 //! Invariants:
 //! * an inode's `live` image is its `durable` image with `pending` applied
 //!   in order (a failed write's partial bytes included);
+//! * `live` names are `durable` names with `journal` applied in order (but
+//!   for a rename across directories made durable by syncing one of them);
 //! * `durable` names only change in `sync_dir` and `crash`;
 //! * iteration is over ordered maps only, so the random draws of a crash are
 //!   a function of the seed and the calls made.
@@ -32,6 +34,46 @@ enum Entry {
 }
 
 type Namespace = BTreeMap<PathBuf, Entry>;
+
+/// A directory change not yet made durable. Kept in call order, as a
+/// journaling file system does, so that a crash can keep a prefix of them,
+/// each whole: a rename is atomic, never half done.
+#[derive(Debug, Clone)]
+enum NsOp {
+    Insert(PathBuf, Entry),
+    Remove(PathBuf),
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        id: InodeId,
+    },
+}
+
+impl NsOp {
+    fn apply(&self, ns: &mut Namespace) {
+        match self {
+            NsOp::Insert(path, entry) => {
+                ns.insert(path.clone(), *entry);
+            }
+            NsOp::Remove(path) => {
+                ns.remove(path);
+            }
+            NsOp::Rename { from, to, id } => {
+                ns.remove(from);
+                ns.insert(to.clone(), Entry::File(*id));
+            }
+        }
+    }
+
+    /// Whether syncing `dir` makes this change durable.
+    fn touches(&self, dir: &Path) -> bool {
+        let in_dir = |path: &PathBuf| path.parent() == Some(dir);
+        match self {
+            NsOp::Insert(path, _) | NsOp::Remove(path) => in_dir(path),
+            NsOp::Rename { from, to, .. } => in_dir(from) || in_dir(to),
+        }
+    }
+}
 
 /// A write not yet synced, kept so that a crash can let a prefix of them
 /// reach the media.
@@ -127,6 +169,8 @@ pub(super) struct Disk {
     rng: SmallRng,
     live: Namespace,
     durable: Namespace,
+    /// Directory changes since their directory's last sync, in call order.
+    journal: Vec<NsOp>,
     inodes: BTreeMap<InodeId, Inode>,
     next_inode: InodeId,
     pub(super) faults: FaultPlan,
@@ -140,6 +184,7 @@ impl Disk {
             rng: SmallRng::seed_from_u64(seed),
             live: Namespace::new(),
             durable: Namespace::new(),
+            journal: Vec::new(),
             inodes: BTreeMap::new(),
             next_inode: 0,
             faults: FaultPlan::default(),
@@ -169,7 +214,7 @@ impl Disk {
         let id = self.next_inode;
         self.next_inode += 1;
         self.inodes.insert(id, Inode::default());
-        self.live.insert(path.to_path_buf(), Entry::File(id));
+        self.change(NsOp::Insert(path.to_path_buf(), Entry::File(id)));
         Ok(id)
     }
 
@@ -202,14 +247,17 @@ impl Disk {
         if self.is_dir(to) {
             return Err(sim_error(Op::Rename, to, "is a directory"));
         }
-        self.live.remove(from);
-        self.live.insert(to.to_path_buf(), Entry::File(id));
+        self.change(NsOp::Rename {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+            id,
+        });
         Ok(())
     }
 
     pub(super) fn remove(&mut self, path: &Path) -> Result<()> {
         self.lookup(Op::Remove, path)?;
-        self.live.remove(path);
+        self.change(NsOp::Remove(path.to_path_buf()));
         Ok(())
     }
 
@@ -237,12 +285,16 @@ impl Disk {
                 Some(Entry::File(_)) => {
                     return Err(sim_error(Op::CreateDir, path, "not a directory"))
                 }
-                None => {
-                    self.live.insert(path.to_path_buf(), Entry::Dir);
-                }
+                None => self.change(NsOp::Insert(path.to_path_buf(), Entry::Dir)),
             }
         }
         Ok(())
+    }
+
+    /// Applies a directory change to the live names and journals it.
+    fn change(&mut self, op: NsOp) {
+        op.apply(&mut self.live);
+        self.journal.push(op);
     }
 
     /// Counts a call of `op`; if a fault is planned for it, latches and
@@ -260,16 +312,13 @@ impl Disk {
         if let Some(kind) = self.fault(FaultOp::Sync) {
             return Err(kind.error(Op::SyncDir, dir));
         }
-        let gone: Vec<PathBuf> = children(&self.durable, dir)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for path in gone {
-            self.durable.remove(&path);
+        let (now, later) = std::mem::take(&mut self.journal)
+            .into_iter()
+            .partition::<Vec<NsOp>, _>(|op| op.touches(dir));
+        for op in &now {
+            op.apply(&mut self.durable);
         }
-        let now: Vec<(PathBuf, Entry)> = children(&self.live, dir)
-            .map(|(p, e)| (p.clone(), *e))
-            .collect();
-        self.durable.extend(now);
+        self.journal = later;
         Ok(())
     }
 
@@ -341,7 +390,16 @@ impl Disk {
     pub(super) fn crash(&mut self, mode: CrashMode) {
         self.generation += 1;
         self.latched = false;
-        let names = self.surviving_names(mode);
+        let journal = std::mem::take(&mut self.journal);
+        // A prefix of the unsynced directory changes reached the media.
+        let reached = match mode {
+            CrashMode::DropUnsynced => 0,
+            CrashMode::TearUnsynced => self.rng.gen_range(0..=journal.len()),
+        };
+        let mut names = std::mem::take(&mut self.durable);
+        for op in &journal[..reached] {
+            op.apply(&mut names);
+        }
         // Parents sort before their children, so one ordered pass drops
         // every entry whose directory did not survive.
         let mut reachable = Namespace::new();
@@ -381,37 +439,6 @@ impl Disk {
         }
         self.durable = reachable.clone();
         self.live = reachable;
-    }
-
-    /// The directory entries after a crash, before dropping unreachable ones.
-    fn surviving_names(&mut self, mode: CrashMode) -> Namespace {
-        match mode {
-            CrashMode::DropUnsynced => self.durable.clone(),
-            CrashMode::TearUnsynced => {
-                // An unsynced create, rename or remove may or may not have
-                // reached the media, each independently.
-                let paths: BTreeSet<PathBuf> = self
-                    .live
-                    .keys()
-                    .chain(self.durable.keys())
-                    .cloned()
-                    .collect();
-                let mut names = Namespace::new();
-                for path in paths {
-                    let durable = self.durable.get(&path).copied();
-                    let live = self.live.get(&path).copied();
-                    let chosen = if durable != live && self.rng.gen_bool(0.5) {
-                        live
-                    } else {
-                        durable
-                    };
-                    if let Some(entry) = chosen {
-                        names.insert(path, entry);
-                    }
-                }
-                names
-            }
-        }
     }
 
     pub(super) fn flip_bit(&mut self, path: &Path, bit: Option<u64>) -> Result<u64> {

@@ -22,9 +22,10 @@ pub enum CrashMode {
     /// every directory to its last `sync_dir`. Deterministic.
     DropUnsynced,
     /// What was synced, plus, per file, a random prefix of its unsynced
-    /// writes, the last one possibly torn at a random byte; and each unsynced
-    /// directory change independently either applied or not. Any outcome is
-    /// one a real disk may produce; the draw is a function of the seed.
+    /// writes, the last one possibly torn at a random byte; and a random
+    /// prefix, in call order, of the unsynced directory changes, each whole
+    /// (a rename is atomic, as journaling file systems make it). Any outcome
+    /// is one a real disk may produce; the draw is a function of the seed.
     TearUnsynced,
 }
 
