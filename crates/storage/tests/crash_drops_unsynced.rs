@@ -141,7 +141,7 @@ fn torn_run(seed: u64, synced: usize, count: usize) -> (Vec<u8>, bool) {
     let (disk, dir) = fresh(seed);
     let log = dir.join("log");
     let mut file = disk.create(&log).unwrap();
-    let mut other = disk.create(&dir.join("a")).unwrap();
+    let other = disk.create(&dir.join("a")).unwrap();
     other.sync().unwrap();
     disk.sync_dir(&dir).unwrap();
     for i in 0..count {

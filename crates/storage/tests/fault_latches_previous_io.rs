@@ -70,7 +70,10 @@ fn each_fault_latches_until_restart() {
             }
             assert_latched(&disk, file.as_mut(), &dir);
             // A clone of the view is latched too: it is the same process.
-            assert!(matches!(disk.clone().list(&dir), Err(StorageError::PreviousIo)));
+            assert!(matches!(
+                disk.clone().list(&dir),
+                Err(StorageError::PreviousIo)
+            ));
 
             let restarted = disk.crash(CrashMode::DropUnsynced);
             let data = restarted.read(&path).unwrap();
@@ -94,9 +97,15 @@ fn failed_sync_dir_latches() {
 #[test]
 fn namespace_answers_do_not_latch() {
     let (disk, dir) = fresh(13);
-    assert!(matches!(disk.open(&dir.join("missing")), Err(StorageError::NotFound { .. })));
+    assert!(matches!(
+        disk.open(&dir.join("missing")),
+        Err(StorageError::NotFound { .. })
+    ));
     disk.create(&dir.join("f")).unwrap();
-    assert!(matches!(disk.create(&dir.join("f")), Err(StorageError::AlreadyExists { .. })));
+    assert!(matches!(
+        disk.create(&dir.join("f")),
+        Err(StorageError::AlreadyExists { .. })
+    ));
     disk.sync_dir(&dir).unwrap();
 }
 
@@ -107,7 +116,9 @@ fn fail_every_call_in_turn_keeps_acknowledged_data() {
     const RECORDS: u64 = 8;
     let workload = |disk: &SimStorage, dir: &Path| -> u64 {
         let mut acked = 0;
-        let Ok(mut file) = disk.create(&dir.join("log")) else { return acked };
+        let Ok(mut file) = disk.create(&dir.join("log")) else {
+            return acked;
+        };
         if disk.sync_dir(dir).is_err() {
             return acked;
         }
@@ -136,7 +147,10 @@ fn fail_every_call_in_turn_keeps_acknowledged_data() {
                 let after = disk.crash(CrashMode::TearUnsynced);
                 let data = after.read(&dir.join("log")).unwrap_or_default();
                 let durable = data.len() as u64 / 8;
-                assert!(durable >= acked, "{op:?} #{nth} seed {seed}: acked {acked}, found {durable}");
+                assert!(
+                    durable >= acked,
+                    "{op:?} #{nth} seed {seed}: acked {acked}, found {durable}"
+                );
                 for (i, record) in data.chunks_exact(8).enumerate() {
                     assert_eq!(record, (i as u64 + 1).to_le_bytes());
                 }
@@ -159,7 +173,10 @@ fn real_enospc_maps_to_no_space_and_latches() {
     assert!(matches!(err, StorageError::NoSpace { .. }), "{err:?}");
     assert!(matches!(file.sync(), Err(StorageError::PreviousIo)));
     let tmp = tempfile::tempdir().unwrap();
-    assert!(matches!(storage.list(tmp.path()), Err(StorageError::PreviousIo)));
+    assert!(matches!(
+        storage.list(tmp.path()),
+        Err(StorageError::PreviousIo)
+    ));
     // A fresh storage (a restart) is not latched.
     assert!(RealStorage::new().list(tmp.path()).unwrap().is_empty());
 }

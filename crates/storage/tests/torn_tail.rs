@@ -89,7 +89,13 @@ fn every_cut(storage: &dyn Storage, dir: &Path) {
         if boundaries.contains(&cut) {
             assert_eq!(end, None, "cut {cut}");
         } else {
-            assert_eq!(end, Some(FrameError::TornTail { offset: boundaries[whole] }), "cut {cut}");
+            assert_eq!(
+                end,
+                Some(FrameError::TornTail {
+                    offset: boundaries[whole]
+                }),
+                "cut {cut}"
+            );
         }
     }
     // A zero-filled tail (allocated but never written) is torn too.
@@ -98,7 +104,12 @@ fn every_cut(storage: &dyn Storage, dir: &Path) {
     file.append(&[0; 100]).unwrap();
     let (payloads, end) = decode(&storage.read(&path).unwrap());
     assert_eq!(payloads.len(), 5);
-    assert_eq!(end, Some(FrameError::TornTail { offset: framed.len() }));
+    assert_eq!(
+        end,
+        Some(FrameError::TornTail {
+            offset: framed.len()
+        })
+    );
 }
 
 #[test]
