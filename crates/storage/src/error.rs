@@ -60,10 +60,11 @@ impl fmt::Display for Op {
 
 /// Everything that can go wrong at the file seam.
 ///
-/// `NotFound` and `AlreadyExists` are answers about the namespace, not I/O
-/// failures: they never latch. Any other failure of a mutating operation
-/// latches the storage, and from then on every call returns
-/// [`StorageError::PreviousIo`].
+/// A failed write, truncate, sync or sync_dir latches the storage (unless
+/// it was `NotFound`, an answer about the namespace): from then on every
+/// call returns [`StorageError::PreviousIo`]. Failures of namespace calls
+/// (create, open, rename, remove, create_dir_all) and of reads are reported
+/// and do not latch; a caller that cannot go on without them stops anyway.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -124,8 +125,8 @@ impl StorageError {
         }
     }
 
-    /// Whether this error must latch the storage if a mutating operation
-    /// returned it: everything but answers about the namespace.
+    /// Whether this error must latch the storage if a write or sync returned
+    /// it: everything but answers about the namespace.
     pub(crate) fn latches(&self) -> bool {
         !matches!(
             self,

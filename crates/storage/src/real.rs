@@ -39,7 +39,7 @@ impl RealStorage {
             .open(path)
             .and_then(|file| Ok((file.metadata()?.len(), file)))
             .map_err(|e| StorageError::from_io(op, path, e));
-        let (end, file) = self.latch.record(opened)?;
+        let (end, file) = opened?;
         Ok(Box::new(RealFile {
             file,
             path: path.to_path_buf(),
@@ -48,15 +48,17 @@ impl RealStorage {
         }))
     }
 
-    /// Runs a mutating call: checks the latch first, latches on failure.
-    fn mutate<T>(&self, op: Op, path: &Path, f: impl FnOnce() -> io::Result<T>) -> Result<T> {
+    /// Runs a call whose failure leaves durable state unknown (sync_dir):
+    /// checks the latch first, latches on failure.
+    fn durability<T>(&self, op: Op, path: &Path, f: impl FnOnce() -> io::Result<T>) -> Result<T> {
         self.latch.check()?;
         self.latch
             .record(f().map_err(|e| StorageError::from_io(op, path, e)))
     }
 
-    /// Runs a reading call: checks the latch first, never latches.
-    fn inspect<T>(&self, op: Op, path: &Path, f: impl FnOnce() -> io::Result<T>) -> Result<T> {
+    /// Runs a namespace or reading call: checks the latch first; its failure
+    /// is reported, and does not latch.
+    fn call<T>(&self, op: Op, path: &Path, f: impl FnOnce() -> io::Result<T>) -> Result<T> {
         self.latch.check()?;
         f().map_err(|e| StorageError::from_io(op, path, e))
     }
@@ -76,19 +78,19 @@ impl Storage for RealStorage {
     }
 
     fn read(&self, path: &Path) -> Result<Vec<u8>> {
-        self.inspect(Op::Read, path, || fs::read(path))
+        self.call(Op::Read, path, || fs::read(path))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.mutate(Op::Rename, from, || fs::rename(from, to))
+        self.call(Op::Rename, from, || fs::rename(from, to))
     }
 
     fn remove(&self, path: &Path) -> Result<()> {
-        self.mutate(Op::Remove, path, || fs::remove_file(path))
+        self.call(Op::Remove, path, || fs::remove_file(path))
     }
 
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
-        self.inspect(Op::List, dir, || {
+        self.call(Op::List, dir, || {
             let mut names = Vec::new();
             for entry in fs::read_dir(dir)? {
                 // epochdb names every file in ASCII: a name that is not
@@ -103,19 +105,19 @@ impl Storage for RealStorage {
     }
 
     fn len(&self, path: &Path) -> Result<u64> {
-        self.inspect(Op::Stat, path, || Ok(fs::metadata(path)?.len()))
+        self.call(Op::Stat, path, || Ok(fs::metadata(path)?.len()))
     }
 
     fn exists(&self, path: &Path) -> Result<bool> {
-        self.inspect(Op::Stat, path, || path.try_exists())
+        self.call(Op::Stat, path, || path.try_exists())
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.mutate(Op::CreateDir, dir, || fs::create_dir_all(dir))
+        self.call(Op::CreateDir, dir, || fs::create_dir_all(dir))
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.mutate(Op::SyncDir, dir, || File::open(dir)?.sync_all())
+        self.durability(Op::SyncDir, dir, || File::open(dir)?.sync_all())
     }
 }
 
