@@ -1,0 +1,90 @@
+//! The two traits every durable byte goes through.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::error::Result;
+
+/// A file system as epochdb sees it: a namespace of directories and files.
+///
+/// Object safe, so a durability mode holds an `Arc<dyn Storage>` and tests
+/// swap in [`SimStorage`](crate::SimStorage) for
+/// [`RealStorage`](crate::RealStorage).
+///
+/// Durability contract (the same for every implementation):
+/// * file bytes are durable only after [`StorageFile::sync`] of that file;
+/// * a create, rename or remove is durable only after [`Storage::sync_dir`]
+///   of the directory holding the name (both directories for a rename), and
+///   a new directory only after `sync_dir` of its parent;
+/// * after any failed write or sync every call returns
+///   [`StorageError::PreviousIo`](crate::StorageError::PreviousIo): a failed
+///   sync is never retried.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// Creates `path` exclusively (fails with `AlreadyExists` if the name is
+    /// taken) and opens it for reading and writing, appending from offset 0.
+    fn create(&self, path: &Path) -> Result<Box<dyn StorageFile>>;
+
+    /// Opens the existing file `path` for reading and writing; appends go to
+    /// its current end.
+    fn open(&self, path: &Path) -> Result<Box<dyn StorageFile>>;
+
+    /// Reads the whole file.
+    fn read(&self, path: &Path) -> Result<Vec<u8>>;
+
+    /// Renames the file `from` to `to`, replacing `to` if it exists. Durable
+    /// only once the caller syncs the directories of both names.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+
+    /// Removes the file `path`. Durable only once the caller syncs its
+    /// directory.
+    fn remove(&self, path: &Path) -> Result<()>;
+
+    /// The names (not paths) of the entries of directory `dir`, files and
+    /// directories alike, sorted.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+
+    /// The length of the file `path` in bytes.
+    fn len(&self, path: &Path) -> Result<u64>;
+
+    /// Whether `path` names a file or directory.
+    fn exists(&self, path: &Path) -> Result<bool>;
+
+    /// Creates `dir` and every missing parent. Durable only once the caller
+    /// syncs the parent of each directory created.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+
+    /// Makes the entries of directory `dir` (creates, renames, removes)
+    /// durable: fsync of the directory.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+}
+
+/// An open file. One handle writes a given file at a time: the append cursor
+/// lives in the handle.
+pub trait StorageFile: Send + Sync + fmt::Debug {
+    /// The path the file was opened under.
+    fn path(&self) -> &Path;
+
+    /// Writes all of `data` at `offset`, extending the file (with zeros over
+    /// any gap) if needed. Not durable until [`StorageFile::sync`].
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Writes all of `data` at this handle's append cursor and advances it;
+    /// returns the offset the data was written at.
+    fn append(&mut self, data: &[u8]) -> Result<u64>;
+
+    /// Reads from `offset` until `buf` is full or the file ends; returns how
+    /// many bytes were read (fewer than `buf.len()` only at the end).
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize>;
+
+    /// The file's current length in bytes.
+    fn size(&self) -> Result<u64>;
+
+    /// Sets the file's length, cutting or zero-extending it, and moves the
+    /// append cursor to the new end. Not durable until [`StorageFile::sync`].
+    fn truncate(&mut self, len: u64) -> Result<()>;
+
+    /// Makes every byte written to this file durable (fdatasync). If it
+    /// fails, the storage latches: see
+    /// [`StorageError::PreviousIo`](crate::StorageError::PreviousIo).
+    fn sync(&self) -> Result<()>;
+}
