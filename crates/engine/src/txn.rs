@@ -133,6 +133,11 @@ pub(crate) struct TxState {
     pub(crate) discarded: Vec<NonNull<ValueBlock>>,
 }
 
+// SAFETY: the value blocks a TxState points to are owned by it (pending
+// writes, discarded values) or are shared records (RecordRef is Send); it
+// can move to another thread between transactions like any owned buffer.
+unsafe impl Send for TxState {}
+
 impl TxState {
     pub(crate) fn clear(&mut self) {
         self.reads.clear();
@@ -175,11 +180,7 @@ impl<'t> Transaction<'t> {
     /// Looks `key` up, retrying past records unlinked under us. Returns the
     /// record and a consistent snapshot of it.
     #[inline]
-    fn locate(
-        &self,
-        table: &Table,
-        key: &[u8],
-    ) -> Option<(RecordRef, crate::record::Snapshot)> {
+    fn locate(&self, table: &Table, key: &[u8]) -> Option<(RecordRef, crate::record::Snapshot)> {
         loop {
             let record = table.lookup(key)?;
             let snapshot = record.get().read();

@@ -1,0 +1,175 @@
+//! `epochdb bench`: the papers' experiments, with the flags and JSON fields
+//! of DESIGN.md's contract. Comparisons run back to back in one process
+//! with identical settings and report ratios.
+
+mod plot;
+mod report;
+mod runner;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use epochdb_engine::DurabilityKind;
+use epochdb_workloads::{Variant, Workload, Ycsb, YcsbConfig};
+
+use report::{print_summary, write_json, Comparison};
+use runner::RunSpec;
+
+/// Benchmarks.
+#[derive(Debug, Subcommand)]
+pub(crate) enum BenchCommand {
+    /// YCSB: SiloR's variant (70/30 get/put, 100-byte values, uniform), CPR's
+    /// (8-byte values, Zipf 0.1) or the core workloads A–F.
+    Ycsb(YcsbArgs),
+}
+
+/// Settings every engine benchmark shares.
+#[derive(Debug, Args)]
+pub(crate) struct CommonArgs {
+    /// Worker threads running transactions.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Seconds to measure (after loading).
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Durability mode.
+    #[arg(long, default_value = "none")]
+    durability: DurabilityKind,
+    /// Run these modes back to back instead (comma-separated) and report
+    /// each one's throughput as a ratio to the first.
+    #[arg(long, value_delimiter = ',')]
+    compare: Vec<DurabilityKind>,
+    /// Directories for logs and checkpoints (repeat for several disks);
+    /// default: a fresh temporary directory.
+    #[arg(long)]
+    dir: Vec<PathBuf>,
+    /// Epoch length in milliseconds.
+    #[arg(long, default_value_t = 40)]
+    epoch_ms: u64,
+    /// Threads that load the initial data (default: all cores).
+    #[arg(long)]
+    load_threads: Option<usize>,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Draw throughput and latency over time as SVG here.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+/// `bench ycsb` flags.
+#[derive(Debug, Args)]
+pub(crate) struct YcsbArgs {
+    /// silor, cpr, or a core workload a–f.
+    #[arg(long, default_value = "silor")]
+    variant: Variant,
+    /// Keys loaded.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Value size in bytes (default: 100, or 8 for cpr).
+    #[arg(long)]
+    value_size: Option<usize>,
+    /// Keys per transaction (CPR uses 1 and 10).
+    #[arg(long, default_value_t = 1)]
+    ops_per_txn: usize,
+    /// Percent reads in a read/update mix (CPR uses 100 and 50); default:
+    /// the variant's own mix.
+    #[arg(long)]
+    read_percent: Option<u8>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
+    match command {
+        BenchCommand::Ycsb(args) => {
+            if args.keys == 0 {
+                return Err("--keys must be at least 1".into());
+            }
+            if args.ops_per_txn == 0 {
+                return Err("--ops-per-txn must be at least 1".into());
+            }
+            if args.read_percent.is_some_and(|p| p > 100) {
+                return Err("--read-percent must be at most 100".into());
+            }
+            let make = || -> Box<dyn Workload> {
+                let mut config = YcsbConfig::new(args.variant, args.keys);
+                if let Some(size) = args.value_size {
+                    config.value_size = size;
+                }
+                config.ops_per_txn = args.ops_per_txn;
+                if let Some(read) = args.read_percent {
+                    config = config.with_read_percent(read);
+                }
+                Box::new(Ycsb::new(config))
+            };
+            run_modes(&args.common, &make, "YCSB")
+        }
+    }
+}
+
+/// Runs the workload under each requested mode, back to back, then
+/// reports.
+fn run_modes(
+    common: &CommonArgs,
+    make: &dyn Fn() -> Box<dyn Workload>,
+    title: &str,
+) -> Result<(), String> {
+    if common.threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    if !(common.duration > 0.0) {
+        return Err("--duration must be positive".into());
+    }
+    if common.epoch_ms == 0 {
+        return Err("--epoch-ms must be at least 1".into());
+    }
+    let modes = if common.compare.is_empty() {
+        vec![common.durability]
+    } else {
+        common.compare.clone()
+    };
+    let load_threads = common
+        .load_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut runs = Vec::new();
+    for mode in &modes {
+        let scratch;
+        let dirs = if common.dir.is_empty() {
+            scratch =
+                tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))?;
+            vec![scratch.path().to_path_buf()]
+        } else {
+            common.dir.clone()
+        };
+        let spec = RunSpec {
+            mode: *mode,
+            threads: common.threads,
+            load_threads,
+            duration: Duration::from_secs_f64(common.duration),
+            epoch: Duration::from_millis(common.epoch_ms),
+            dirs,
+            seed: common.seed,
+        };
+        let mut workload = make();
+        runs.push(runner::run(workload.as_mut(), &spec)?);
+    }
+    print_summary(&runs);
+    if let Some(path) = &common.plot {
+        plot::draw(path, title, &runs)?;
+        eprintln!("plot written to {}", path.display());
+    }
+    if let Some(path) = &common.json {
+        if common.compare.is_empty() {
+            write_json(path, &runs[0])?;
+        } else {
+            write_json(path, &Comparison::new(runs))?;
+        }
+        eprintln!("results written to {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Benchmark results: the JSON contract of DESIGN.md ("The `epochdb`
+//! command") and the summary table.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::runner::format_count;
+
+/// Latency percentiles in microseconds.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Latency {
+    pub(crate) p50: u64,
+    pub(crate) p99: u64,
+    pub(crate) p999: u64,
+    pub(crate) max: u64,
+}
+
+impl Latency {
+    pub(crate) fn from_histogram(histogram: &Histogram<u64>) -> Self {
+        Self {
+            p50: histogram.value_at_quantile(0.5),
+            p99: histogram.value_at_quantile(0.99),
+            p999: histogram.value_at_quantile(0.999),
+            max: histogram.max(),
+        }
+    }
+}
+
+/// One 0.5 s window of a run.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Window {
+    pub(crate) t_s: f64,
+    pub(crate) txn_s: f64,
+    pub(crate) p50_us: u64,
+    pub(crate) checkpointing: bool,
+}
+
+/// The settings a run used.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct RunConfig {
+    pub(crate) durability: String,
+    pub(crate) threads: usize,
+    pub(crate) duration_s: f64,
+    pub(crate) epoch_ms: f64,
+    pub(crate) seed: u64,
+    pub(crate) latency_sample_every: u64,
+    pub(crate) workload: BTreeMap<String, String>,
+}
+
+/// One run's results.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct RunResult {
+    pub(crate) mode: String,
+    pub(crate) workload: String,
+    pub(crate) throughput_txn_s: f64,
+    pub(crate) per_thread_txn_s: f64,
+    pub(crate) abort_rate: f64,
+    pub(crate) commits: u64,
+    pub(crate) conflicts: u64,
+    pub(crate) rollbacks: u64,
+    pub(crate) latency_us: Latency,
+    pub(crate) latency_samples: u64,
+    pub(crate) series: Vec<Window>,
+    pub(crate) load_seconds: f64,
+    pub(crate) config: RunConfig,
+}
+
+/// Several runs back to back, with throughput ratios to the first.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Comparison {
+    pub(crate) runs: Vec<RunResult>,
+    pub(crate) ratios: BTreeMap<String, f64>,
+}
+
+impl Comparison {
+    pub(crate) fn new(runs: Vec<RunResult>) -> Self {
+        let base = runs.first().map_or(1.0, |r| r.throughput_txn_s.max(1e-9));
+        let ratios = runs
+            .iter()
+            .map(|r| (r.mode.clone(), r.throughput_txn_s / base))
+            .collect();
+        Self { runs, ratios }
+    }
+}
+
+/// Prints the summary table.
+pub(crate) fn print_summary(runs: &[RunResult]) {
+    let base = runs.first().map_or(1.0, |r| r.throughput_txn_s.max(1e-9));
+    println!();
+    println!(
+        "{:<8} {:<12} {:>7} {:>12} {:>12} {:>8} {:>7} {:>9} {:>9} {:>9}",
+        "mode",
+        "workload",
+        "threads",
+        "txn/s",
+        "txn/s/thr",
+        "aborts",
+        "ratio",
+        "p50 us",
+        "p99 us",
+        "p999 us"
+    );
+    for r in runs {
+        println!(
+            "{:<8} {:<12} {:>7} {:>12} {:>12} {:>7.2}% {:>7.3} {:>9} {:>9} {:>9}",
+            r.mode,
+            r.workload,
+            r.config.threads,
+            format_count(r.throughput_txn_s),
+            format_count(r.per_thread_txn_s),
+            r.abort_rate * 100.0,
+            r.throughput_txn_s / base,
+            r.latency_us.p50,
+            r.latency_us.p99,
+            r.latency_us.p999,
+        );
+    }
+}
+
+/// Writes `value` as pretty JSON to `path`.
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
+}

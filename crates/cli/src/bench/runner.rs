@@ -1,0 +1,275 @@
+//! Runs one workload under one durability mode: open, load, measure.
+//!
+//! Each benchmark thread owns a worker and a client and loops on
+//! `client.step`. It counts commits per 0.5 s window and samples the latency
+//! to durability of one transaction in [`LATENCY_SAMPLE_EVERY`]: the time
+//! from the start of the transaction until its ticket is seen resolved (a
+//! thread polls its pending tickets between transactions, so it never
+//! blocks on durability).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use epochdb_engine::{Config, Database, DurabilityKind, Ticket};
+use epochdb_workloads::{Outcome, Workload};
+use hdrhistogram::Histogram;
+
+use super::report::{Latency, RunResult, Window};
+
+/// Width of a time-series window (the papers' 0.5 s averaging window).
+pub(crate) const WINDOW: Duration = Duration::from_millis(500);
+/// One transaction in this many has its latency measured (timing every
+/// transaction would cost a visible share of a sub-microsecond one).
+pub(crate) const LATENCY_SAMPLE_EVERY: u64 = 16;
+/// How often (in transactions) a thread checks the clock and publishes
+/// its counters.
+const CHECK_EVERY: u64 = 64;
+/// Longest latency the histograms hold (60 s, in µs).
+const LATENCY_MAX_US: u64 = 60_000_000;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub(crate) struct RunSpec {
+    pub(crate) mode: DurabilityKind,
+    pub(crate) threads: usize,
+    pub(crate) load_threads: usize,
+    pub(crate) duration: Duration,
+    pub(crate) epoch: Duration,
+    pub(crate) dirs: Vec<PathBuf>,
+    pub(crate) seed: u64,
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_US, 3).expect("valid histogram bounds")
+}
+
+struct ThreadCounters {
+    commits: CachePadded<AtomicU64>,
+    conflicts: CachePadded<AtomicU64>,
+}
+
+struct ThreadResult {
+    commits: u64,
+    rollbacks: u64,
+    conflicts: u64,
+    latency: Histogram<u64>,
+    windows: Vec<(u64, Histogram<u64>)>,
+}
+
+/// Opens a database for `spec`, loads `workload` and measures it.
+pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResult, String> {
+    let config = Config {
+        durability: spec.mode,
+        dirs: spec.dirs.clone(),
+        workers: spec.threads,
+        epoch_interval: spec.epoch,
+        max_workers: (spec.threads + spec.load_threads + 8).max(64),
+        ..Config::default()
+    };
+    let db = Database::open(config).map_err(|e| format!("opening the database: {e}"))?;
+
+    let load_start = Instant::now();
+    let last_shown = AtomicU64::new(0);
+    let name = workload.name();
+    let show = |fraction: f64| {
+        let percent = (fraction * 100.0) as u64;
+        if percent >= last_shown.load(Ordering::Relaxed) + 10 || percent == 100 {
+            last_shown.store(percent, Ordering::Relaxed);
+            eprintln!(
+                "[{}] loading {name}: {percent}% ({:.1} s)",
+                spec.mode,
+                load_start.elapsed().as_secs_f64()
+            );
+        }
+    };
+    workload
+        .load(&db, spec.load_threads, &show)
+        .map_err(|e| format!("loading {}: {e}", workload.name()))?;
+    let load_s = load_start.elapsed().as_secs_f64();
+
+    let counters: Arc<Vec<ThreadCounters>> = Arc::new(
+        (0..spec.threads)
+            .map(|_| ThreadCounters {
+                commits: CachePadded::new(AtomicU64::new(0)),
+                conflicts: CachePadded::new(AtomicU64::new(0)),
+            })
+            .collect(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(spec.threads + 1));
+    let windows = (spec.duration.as_nanos() / WINDOW.as_nanos()) as usize + 2;
+
+    let results = std::thread::scope(|scope| -> Result<Vec<ThreadResult>, String> {
+        let mut handles = Vec::new();
+        for thread in 0..spec.threads {
+            let mut client = workload.client(thread, spec.threads, spec.seed);
+            let mut worker = db.worker().map_err(|e| e.to_string())?;
+            let (stop, barrier, counters) = (stop.clone(), barrier.clone(), counters.clone());
+            handles.push(scope.spawn(move || -> Result<ThreadResult, String> {
+                let mut result = ThreadResult {
+                    commits: 0,
+                    rollbacks: 0,
+                    conflicts: 0,
+                    latency: new_histogram(),
+                    windows: (0..windows).map(|_| (0, new_histogram())).collect(),
+                };
+                let mut pending: VecDeque<(Instant, usize, Ticket)> = VecDeque::new();
+                barrier.wait();
+                let start = Instant::now();
+                let mut window = 0usize;
+                let mut steps = 0u64;
+                loop {
+                    if steps % CHECK_EVERY == 0 {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        window = ((start.elapsed().as_nanos() / WINDOW.as_nanos()) as usize)
+                            .min(windows - 1);
+                        counters[thread]
+                            .commits
+                            .store(result.commits, Ordering::Relaxed);
+                        counters[thread]
+                            .conflicts
+                            .store(worker.stats().conflicts, Ordering::Relaxed);
+                    }
+                    let began = (steps % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
+                    steps += 1;
+                    match client.step(&mut worker).map_err(|e| e.to_string())? {
+                        Outcome::Committed(ticket) => {
+                            result.commits += 1;
+                            result.windows[window].0 += 1;
+                            if let Some(began) = began {
+                                pending.push_back((began, window, ticket));
+                            }
+                        }
+                        Outcome::RolledBack => result.rollbacks += 1,
+                    }
+                    while let Some((began, w, ticket)) = pending.front() {
+                        if !ticket.is_durable().map_err(|e| e.to_string())? {
+                            break;
+                        }
+                        let us = began.elapsed().as_micros() as u64;
+                        result.latency.saturating_record(us.max(1));
+                        result.windows[*w].1.saturating_record(us.max(1));
+                        pending.pop_front();
+                    }
+                }
+                // Wait for the stragglers so their latency counts too.
+                for (began, w, ticket) in pending {
+                    if ticket
+                        .wait_timeout(Duration::from_secs(30))
+                        .map_err(|e| e.to_string())?
+                    {
+                        let us = began.elapsed().as_micros() as u64;
+                        result.latency.saturating_record(us.max(1));
+                        result.windows[w].1.saturating_record(us.max(1));
+                    }
+                }
+                result.conflicts = worker.stats().conflicts;
+                Ok(result)
+            }));
+        }
+
+        barrier.wait();
+        let start = Instant::now();
+        let mut last = (start, 0u64);
+        while start.elapsed() < spec.duration {
+            let remaining = spec.duration.saturating_sub(start.elapsed());
+            std::thread::sleep(remaining.min(Duration::from_secs(1)));
+            let now = Instant::now();
+            let commits: u64 = counters
+                .iter()
+                .map(|c| c.commits.load(Ordering::Relaxed))
+                .sum();
+            let conflicts: u64 = counters
+                .iter()
+                .map(|c| c.conflicts.load(Ordering::Relaxed))
+                .sum();
+            let rate = (commits - last.1) as f64 / (now - last.0).as_secs_f64();
+            eprintln!(
+                "[{}] {:5.1} s  {:>12} txn/s  {:>12} committed  aborts {:.2}%",
+                spec.mode,
+                start.elapsed().as_secs_f64(),
+                format_count(rate),
+                commits,
+                100.0 * conflicts as f64 / (commits + conflicts).max(1) as f64,
+            );
+            last = (now, commits);
+        }
+        stop.store(true, Ordering::Relaxed);
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| "a benchmark thread panicked".to_string())?
+            })
+            .collect()
+    })?;
+    let elapsed = spec.duration.as_secs_f64();
+    db.shutdown().map_err(|e| format!("shutting down: {e}"))?;
+
+    let mut latency = new_histogram();
+    let mut merged: Vec<(u64, Histogram<u64>)> =
+        (0..windows).map(|_| (0, new_histogram())).collect();
+    let (mut commits, mut rollbacks, mut conflicts) = (0u64, 0u64, 0u64);
+    for result in &results {
+        commits += result.commits;
+        rollbacks += result.rollbacks;
+        conflicts += result.conflicts;
+        latency.add(&result.latency).expect("same histogram bounds");
+        for (into, from) in merged.iter_mut().zip(&result.windows) {
+            into.0 += from.0;
+            into.1.add(&from.1).expect("same histogram bounds");
+        }
+    }
+    let full_windows = (spec.duration.as_nanos() / WINDOW.as_nanos()) as usize;
+    let series = merged
+        .iter()
+        .take(full_windows)
+        .enumerate()
+        .map(|(i, (count, hist))| Window {
+            t_s: (i + 1) as f64 * WINDOW.as_secs_f64(),
+            txn_s: *count as f64 / WINDOW.as_secs_f64(),
+            p50_us: hist.value_at_quantile(0.5),
+            checkpointing: false,
+        })
+        .collect();
+    Ok(RunResult {
+        mode: spec.mode.name().to_string(),
+        workload: workload.name(),
+        throughput_txn_s: commits as f64 / elapsed,
+        per_thread_txn_s: commits as f64 / elapsed / spec.threads as f64,
+        abort_rate: conflicts as f64 / (commits + conflicts).max(1) as f64,
+        commits,
+        conflicts,
+        rollbacks,
+        latency_us: Latency::from_histogram(&latency),
+        latency_samples: latency.len(),
+        series,
+        load_seconds: load_s,
+        config: super::report::RunConfig {
+            durability: spec.mode.name().to_string(),
+            threads: spec.threads,
+            duration_s: spec.duration.as_secs_f64(),
+            epoch_ms: spec.epoch.as_secs_f64() * 1e3,
+            seed: spec.seed,
+            latency_sample_every: LATENCY_SAMPLE_EVERY,
+            workload: workload.settings().into_iter().collect(),
+        },
+    })
+}
+
+/// `1234567.0` → `1.23 M`.
+pub(crate) fn format_count(value: f64) -> String {
+    if value >= 1e6 {
+        format!("{:.2} M", value / 1e6)
+    } else if value >= 1e3 {
+        format!("{:.1} K", value / 1e3)
+    } else {
+        format!("{value:.0}")
+    }
+}
