@@ -224,9 +224,7 @@ impl EpochHandle {
         // SAFETY: forwarded from the caller.
         self.garbage
             .push_back(unsafe { Deferred::new(epoch, pointer, destroy) });
-        if self.garbage.len() >= GARBAGE_COLLECT_THRESHOLD
-            && self.garbage.len().is_power_of_two()
-        {
+        if self.garbage.len() >= GARBAGE_COLLECT_THRESHOLD && self.garbage.len().is_power_of_two() {
             self.shared.compute_safe();
             self.collect();
         }
