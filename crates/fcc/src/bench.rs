@@ -226,7 +226,8 @@ fn measure<M: MutatorScheme, W: ImageWriter>(
             engine.mutator.handle_write(trace[pos], pos as u64);
             pos = if pos + 1 == trace.len() { 0 } else { pos + 1 };
         }
-        checkpoints += u64::from(engine.point_of_consistency(tick)?.is_some());
+        engine.check()?;
+        checkpoints += u64::from(engine.point_of_consistency(tick).is_some());
         out.push(start.elapsed().as_secs_f64() * 1e3);
     }
     Ok((out, checkpoints))

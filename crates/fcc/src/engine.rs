@@ -114,22 +114,29 @@ impl<M: MutatorScheme> Engine<M> {
         self.hs.completed.load(Ordering::Acquire) == self.requested
     }
 
-    /// `Mutator::PointOfConsistency()` at `tick`: if the writer is done and
-    /// the checkpoint period has elapsed, prepares and starts the next
-    /// checkpoint.
-    pub(crate) fn point_of_consistency(&mut self, tick: u64) -> Result<Option<Started>, Error> {
+    /// Fails if the writer has failed (fail-stop: its error once, then
+    /// [`Error::PreviousIo`]).
+    pub(crate) fn check(&self) -> Result<(), Error> {
         if self.hs.failed.load(Ordering::Acquire) {
             return Err(self.take_error());
         }
+        Ok(())
+    }
+
+    /// `Mutator::PointOfConsistency()` at `tick`: if the writer is done and
+    /// the checkpoint period has elapsed, prepares and starts the next
+    /// checkpoint. A failed writer is never done, so after a failure no
+    /// checkpoint starts; [`Engine::check`] reports it.
+    pub(crate) fn point_of_consistency(&mut self, tick: u64) -> Option<Started> {
         if tick - self.last_start_tick >= self.period_ticks && self.writer_done() {
             self.mutator.prepare_for_next_checkpoint();
             self.notify(tick);
-            return Ok(Some(Started {
+            return Some(Started {
                 id: self.requested,
                 tick,
-            }));
+            });
         }
-        Ok(None)
+        None
     }
 
     fn take_error(&self) -> Error {

@@ -144,17 +144,25 @@ impl Fcc {
     /// finished the previous checkpoint and the checkpoint period has passed,
     /// calls `PrepareForNextCheckpoint` and notifies the writer (Algorithms
     /// 1 and 2). Never waits for the writer.
+    ///
+    /// `Ok` means the tick is durable; an error means it was not released
+    /// (after a crash it may or may not have reached the disk). Errors are
+    /// final: the writer or the logger failed, and every later call fails.
     pub fn point_of_consistency(&mut self) -> Result<Released, Error> {
+        // Check the writer before committing, so that an error here never
+        // follows a durable commit.
+        self.engine.check()?;
         let tick = self.tick + 1;
         let payload = std::mem::take(&mut self.payload);
         self.payload = self.logger.commit(tick, self.records, payload)?;
         self.records = 0;
         self.tick = tick;
-        let started = self.engine.point_of_consistency(tick)?;
+        let started = self.engine.point_of_consistency(tick);
         if let Some(s) = started {
             // Checkpoint `s.id - 1` is durable and becomes the fallback;
-            // ticks up to its tick are no longer needed.
-            self.logger.rotate(tick, self.last_checkpoint_tick)?;
+            // ticks up to its tick are no longer needed. A failure to send
+            // surfaces at the next commit.
+            let _ = self.logger.rotate(tick, self.last_checkpoint_tick);
             self.last_checkpoint_tick = s.tick;
         }
         Ok(Released {
