@@ -46,7 +46,7 @@ fn main() {
     }
     eprintln!(
         "state {} MiB, {} updates/s, alpha {}, {} s simulated, checkpoint every {} s",
-        config.state_words * 8 >> 20,
+        (config.state_words * 8) >> 20,
         config.updates_per_sec,
         config.zipf_alpha,
         config.duration_s,

@@ -36,6 +36,35 @@
 //! assert_eq!(recovered.words[7], 5);
 //! assert_eq!(recovered.tick, 1);
 //! ```
+//!
+//! # Invariants
+//!
+//! * Within a checkpoint period the wait-free algorithms (Zigzag,
+//!   Ping-Pong) share no lock between mutator and writer; the only contact is
+//!   two atomic counters read and written at points of consistency
+//!   (`engine.rs`). Copy-on-Update locks a block on its first update in a
+//!   period, as the paper describes it.
+//! * A checkpoint started at tick `t` is requested only after tick `t`'s log
+//!   block is durable, so nothing on disk is ahead of the released state.
+//! * `point_of_consistency` returns `Ok` only for a durable tick; an error is
+//!   final (fail-stop) and means the tick was not released.
+//! * Checkpoint `k` is written into slot `k % 2`; slot `(k - 1) % 2` is not
+//!   touched until `k` is synced. Log segments are removed only when no
+//!   checkpoint still on disk needs them.
+//!
+//! # Departures from the paper
+//!
+//! * `PointOfConsistency` starts a checkpoint when the writer is done *and*
+//!   [`Config::checkpoint_period_ticks`] points of consistency have passed
+//!   (the paper fixes the checkpoint interval externally, §5.1).
+//! * The initial state is checkpoint 1, written by the writer's first pass
+//!   from each algorithm's initial configuration (Figures 1(a), 2(a));
+//!   [`Fcc::create`] waits for it so recovery always has a checkpoint.
+//! * The logical logger is a thread, but the mutator waits for each tick's
+//!   sync inside `point_of_consistency` (no overlap of the next tick with the
+//!   sync, which §5.5's TPC-C setup had).
+//! * The I/O seam ([`Storage`]) is a local stand-in for the project's shared
+//!   storage crate.
 #![forbid(unsafe_code)]
 
 mod algo;
