@@ -27,5 +27,5 @@ pub use error::{Abort, DurabilityError, OpenError, TxError};
 pub use table::TableId;
 pub use ticket::{DurableCallback, Ticket, Watermark};
 pub use tid::Tid;
-pub use txn::Transaction;
+pub use txn::{ScannedPair, Transaction};
 pub use worker::{Worker, WorkerStats};

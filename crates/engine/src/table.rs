@@ -1,12 +1,13 @@
 //! Tables: a name and an ordered concurrent index from byte-string keys to
 //! records. The index is scc's `TreeIndex` (a B+-tree with lock-free reads),
 //! the baseline a faster index is measured against (BENCHMARKS.md).
+//! scc 3 is required: 2.x's range scans did not seek to their lower bound
+//! (a limit-1 scan over 300 K keys took ~0.6 ms instead of ~1 µs).
 
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use scc::ebr::Guard;
-use scc::{Comparable, Equivalent, TreeIndex};
+use scc::{Comparable, Equivalent, Guard, TreeIndex};
 
 use crate::record::RecordRef;
 
@@ -129,7 +130,7 @@ impl Table {
     /// Inserts `record` for `key`; false if the key is already indexed.
     pub(crate) fn insert(&self, key: &[u8], record: RecordRef) -> bool {
         self.index
-            .insert(
+            .insert_sync(
                 IndexKey {
                     head: head_of(key),
                     bytes: key.into(),
@@ -142,7 +143,7 @@ impl Table {
     /// Removes `key` if it still maps to `record`.
     pub(crate) fn remove_if_is(&self, key: &[u8], record: RecordRef) -> bool {
         self.index
-            .remove_if(&Probe::new(key), |current| *current == record)
+            .remove_if_sync(&Probe::new(key), |current| *current == record)
     }
 
     /// Visits `(key, record)` in key order over `(lo, hi)` until `visit`
@@ -154,10 +155,7 @@ impl Table {
         mut visit: impl FnMut(&[u8], RecordRef) -> bool,
     ) {
         let guard = Guard::new();
-        for (key, record) in self
-            .index
-            .range((probe_bound(lo), probe_bound(hi)), &guard)
-        {
+        for (key, record) in self.index.range((probe_bound(lo), probe_bound(hi)), &guard) {
             if !visit(&key.bytes, *record) {
                 break;
             }

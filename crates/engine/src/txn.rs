@@ -159,6 +159,9 @@ impl TxState {
     }
 }
 
+/// A key and its value, as [`Transaction::scan_collect`] returns them.
+pub type ScannedPair<'t> = (Vec<u8>, &'t [u8]);
+
 /// An open transaction, handed to the body passed to
 /// [`crate::Worker::run`]. Values it returns borrow nothing from it and stay
 /// valid for `'t`, the duration of the body.
@@ -417,7 +420,7 @@ impl<'t> Transaction<'t> {
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, &'t [u8])>, Abort> {
+    ) -> Result<Vec<ScannedPair<'t>>, Abort> {
         let mut out = Vec::new();
         self.scan(table, lo, hi, limit, |key, value| {
             out.push((key.to_vec(), value));

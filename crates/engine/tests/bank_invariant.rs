@@ -30,7 +30,7 @@ fn transfers_preserve_the_total_seen_by_concurrent_audits() {
     .unwrap();
     let accounts = db.create_table("accounts");
     let mut loader = db.worker().unwrap();
-    loader
+    let _ticket = loader
         .run(|tx| {
             for a in 0..ACCOUNTS {
                 tx.insert(accounts, &key(a), &INITIAL.to_le_bytes())?;

@@ -16,6 +16,8 @@ use parking_lot::Mutex;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 type Entry = (Tid, u32, Vec<u8>, Option<Vec<u8>>);
+/// The newest write of a key: its TID and value (None: deleted).
+type Replayed = (Tid, Option<Vec<u8>>);
 
 struct Recording {
     log: Arc<Mutex<Vec<Entry>>>,
@@ -117,7 +119,7 @@ fn replaying_the_seam_by_largest_tid_rebuilds_the_database() {
         ticket.wait().unwrap();
     }
 
-    let mut replayed: BTreeMap<(u32, Vec<u8>), (Tid, Option<Vec<u8>>)> = BTreeMap::new();
+    let mut replayed: BTreeMap<(u32, Vec<u8>), Replayed> = BTreeMap::new();
     for (tid, table, key, value) in log.lock().drain(..) {
         let slot = replayed.entry((table, key)).or_insert((Tid::ZERO, None));
         assert_ne!(slot.0, tid, "two writes of one key share a TID");

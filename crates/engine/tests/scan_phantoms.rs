@@ -29,7 +29,8 @@ fn scans_never_see_phantoms() {
     })
     .unwrap();
     let t = db.create_table("items");
-    db.worker()
+    let _ticket = db
+        .worker()
         .unwrap()
         .run(|tx| tx.put(t, b"count", &0u64.to_le_bytes()))
         .unwrap();
@@ -44,7 +45,7 @@ fn scans_never_see_phantoms() {
             let mut rng = SmallRng::seed_from_u64(seed);
             while !stop.load(Ordering::Relaxed) {
                 let n = rng.gen_range(0..40u64);
-                worker
+                let _ticket = worker
                     .run(|tx| {
                         let c = count(tx.get(t, b"count")?.unwrap());
                         // OCC bodies may see inconsistent states; validation

@@ -122,7 +122,7 @@ fn run_modes(
     if common.threads == 0 {
         return Err("--threads must be at least 1".into());
     }
-    if !(common.duration > 0.0) {
+    if !common.duration.is_finite() || common.duration <= 0.0 {
         return Err("--duration must be positive".into());
     }
     if common.epoch_ms == 0 {
