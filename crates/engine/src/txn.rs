@@ -175,11 +175,7 @@ impl<'t> Transaction<'t> {
     /// Looks `key` up, retrying past records unlinked under us. Returns the
     /// record and a consistent snapshot of it.
     #[inline]
-    fn locate(
-        &self,
-        table: &Table,
-        key: &[u8],
-    ) -> Option<(RecordRef, crate::record::Snapshot)> {
+    fn locate(&self, table: &Table, key: &[u8]) -> Option<(RecordRef, crate::record::Snapshot)> {
         loop {
             let record = table.lookup(key)?;
             let snapshot = record.get().read();

@@ -57,7 +57,9 @@ fn transfers_preserve_the_total_seen_by_concurrent_audits() {
                     if a < amount {
                         return tx.abort();
                     }
-                    let b = if from == to { a - amount } else {
+                    let b = if from == to {
+                        a - amount
+                    } else {
                         balance(tx.get(accounts, &key(to))?.expect("account"))
                     };
                     tx.put(accounts, &key(from), &(a - amount).to_le_bytes())?;
@@ -84,15 +86,25 @@ fn transfers_preserve_the_total_seen_by_concurrent_audits() {
                                 total += balance(tx.get(accounts, &key(a))?.expect("account"));
                             }
                         } else {
-                            tx.scan(accounts, Bound::Unbounded, Bound::Unbounded, usize::MAX, |_, v| {
-                                total += balance(v);
-                                true
-                            })?;
+                            tx.scan(
+                                accounts,
+                                Bound::Unbounded,
+                                Bound::Unbounded,
+                                usize::MAX,
+                                |_, v| {
+                                    total += balance(v);
+                                    true
+                                },
+                            )?;
                         }
                         Ok(total)
                     })
                     .unwrap();
-                assert_eq!(total, ACCOUNTS * INITIAL, "an audit saw money appear or vanish");
+                assert_eq!(
+                    total,
+                    ACCOUNTS * INITIAL,
+                    "an audit saw money appear or vanish"
+                );
                 audits.fetch_add(1, Ordering::Relaxed);
             }
             0

@@ -70,10 +70,16 @@ fn scans_never_see_phantoms() {
                         let lo = b"item/".as_slice();
                         let hi = b"item0".as_slice();
                         let mut keys = 0u64;
-                        tx.scan(t, Bound::Included(lo), Bound::Excluded(hi), limit, |_, _| {
-                            keys += 1;
-                            true
-                        })?;
+                        tx.scan(
+                            t,
+                            Bound::Included(lo),
+                            Bound::Excluded(hi),
+                            limit,
+                            |_, _| {
+                                keys += 1;
+                                true
+                            },
+                        )?;
                         let c = count(tx.get(t, b"count")?.unwrap());
                         Ok((keys, c))
                     })
@@ -81,7 +87,11 @@ fn scans_never_see_phantoms() {
                 if limit == usize::MAX {
                     assert_eq!(scanned, counted, "a scan saw a phantom");
                 } else {
-                    assert_eq!(scanned, counted.min(limit as u64), "a limited scan is wrong");
+                    assert_eq!(
+                        scanned,
+                        counted.min(limit as u64),
+                        "a limited scan is wrong"
+                    );
                 }
                 checks.fetch_add(1, Ordering::Relaxed);
             }

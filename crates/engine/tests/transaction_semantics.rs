@@ -41,7 +41,11 @@ fn key_bytes(k: u8) -> Vec<u8> {
 /// The scan bounds for keys `a` and `b`, ordered as bytes.
 fn bounds(a: u8, b: u8) -> (Vec<u8>, Vec<u8>) {
     let (x, y) = (key_bytes(a), key_bytes(b));
-    if x <= y { (x, y) } else { (y, x) }
+    if x <= y {
+        (x, y)
+    } else {
+        (y, x)
+    }
 }
 
 fn value_bytes(v: u8, k: u8) -> Vec<u8> {
@@ -74,7 +78,10 @@ fn apply_model(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, op: &Op) -> Vec<Vec<u8>> 
         }
         Op::Delete(k) => vec![vec![model.remove(&key_bytes(k)).is_some() as u8]],
         Op::Scan(a, b, n) => model
-            .range::<Vec<u8>, _>((Bound::Included(&bounds(a, b).0), Bound::Excluded(&bounds(a, b).1)))
+            .range::<Vec<u8>, _>((
+                Bound::Included(&bounds(a, b).0),
+                Bound::Excluded(&bounds(a, b).1),
+            ))
             .take(n)
             .flat_map(|(k, v)| [k.clone(), v.clone()])
             .collect(),
@@ -87,7 +94,11 @@ fn apply_engine(
     op: &Op,
 ) -> Result<Vec<Vec<u8>>, Abort> {
     Ok(match *op {
-        Op::Get(k) => tx.get(t, &key_bytes(k))?.map(|v| v.to_vec()).into_iter().collect(),
+        Op::Get(k) => tx
+            .get(t, &key_bytes(k))?
+            .map(|v| v.to_vec())
+            .into_iter()
+            .collect(),
         Op::Put(k, v) => {
             tx.put(t, &key_bytes(k), &value_bytes(v, k))?;
             vec![]

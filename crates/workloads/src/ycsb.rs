@@ -331,13 +331,21 @@ impl Client for YcsbClient {
                         tx.insert(table, &key(n), value)?;
                     }
                     Op::Scan(n, len) => {
-                        tx.scan(table, Bound::Included(&key(n)), Bound::Unbounded, len, |_, v| {
-                            checksum = checksum.wrapping_add(u64::from(v[0]));
-                            true
-                        })?;
+                        tx.scan(
+                            table,
+                            Bound::Included(&key(n)),
+                            Bound::Unbounded,
+                            len,
+                            |_, v| {
+                                checksum = checksum.wrapping_add(u64::from(v[0]));
+                                true
+                            },
+                        )?;
                     }
                     Op::Rmw(n) => {
-                        let mut new = tx.get(table, &key(n))?.map_or_else(|| value.clone(), <[u8]>::to_vec);
+                        let mut new = tx
+                            .get(table, &key(n))?
+                            .map_or_else(|| value.clone(), <[u8]>::to_vec);
                         if let Some(byte) = new.first_mut() {
                             *byte = byte.wrapping_add(1);
                         }
