@@ -1,10 +1,12 @@
 //! The papers' workloads, written once and shared by benchmarks, tests and
 //! crash tests: YCSB (SiloR's variant, CPR's variant, core A–F) and TPC-C.
 
+pub mod tpcc;
 mod workload;
 pub mod ycsb;
 mod zipf;
 
+pub use tpcc::{check_consistency, Tpcc, TpccConfig};
 pub use workload::{share, Client, Outcome, Workload};
 pub use ycsb::{Variant, Ycsb, YcsbConfig};
 pub use zipf::{fnv64, KeyChooser, Zipf};
