@@ -33,6 +33,13 @@ pub trait Workload: Send + Sync {
     /// A client for thread `thread` of `threads`, seeded with `seed`.
     /// Must be called after `load`.
     fn client(&self, thread: usize, threads: usize, seed: u64) -> Box<dyn Client>;
+
+    /// Checks the workload's consistency conditions on `db` (TPC-C's
+    /// §3.3.2); the default has none.
+    fn check(&self, db: &Database) -> Result<(), String> {
+        let _ = db;
+        Ok(())
+    }
 }
 
 /// One benchmark thread's transaction generator.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use epochdb_engine::DurabilityKind;
-use epochdb_workloads::{Variant, Workload, Ycsb, YcsbConfig};
+use epochdb_workloads::{Tpcc, TpccConfig, Variant, Workload, Ycsb, YcsbConfig};
 
 use report::{print_summary, write_json, Comparison};
 use runner::RunSpec;
@@ -22,6 +22,9 @@ pub(crate) enum BenchCommand {
     /// YCSB: SiloR's variant (70/30 get/put, 100-byte values, uniform), CPR's
     /// (8-byte values, Zipf 0.1) or the core workloads A–F.
     Ycsb(YcsbArgs),
+    /// TPC-C: the nine tables, two secondary indexes and the five
+    /// transactions in the standard mix, one home warehouse per thread.
+    Tpcc(TpccArgs),
 }
 
 /// Settings every engine benchmark shares.
@@ -53,6 +56,10 @@ pub(crate) struct CommonArgs {
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// After the run, check the workload's consistency conditions (TPC-C
+    /// §3.3.2) and fail if one does not hold.
+    #[arg(long)]
+    check: bool,
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -84,6 +91,20 @@ pub(crate) struct YcsbArgs {
     common: CommonArgs,
 }
 
+/// `bench tpcc` flags.
+#[derive(Debug, Args)]
+pub(crate) struct TpccArgs {
+    /// Warehouses (default: one per thread).
+    #[arg(long)]
+    warehouses: Option<u32>,
+    /// Load a reduced database (1,000 items, 300 customers per district)
+    /// for quick runs; the default is the specification's sizes.
+    #[arg(long)]
+    small: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
 pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
     match command {
         BenchCommand::Ycsb(args) => {
@@ -108,6 +129,17 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
                 Box::new(Ycsb::new(config))
             };
             run_modes(&args.common, &make, "YCSB")
+        }
+        BenchCommand::Tpcc(args) => {
+            let warehouses = args.warehouses.unwrap_or(args.common.threads as u32);
+            let config = if args.small {
+                TpccConfig::small(warehouses)
+            } else {
+                TpccConfig::new(warehouses)
+            };
+            config.validate().map_err(|e| format!("--warehouses: {e}"))?;
+            let make = || -> Box<dyn Workload> { Box::new(Tpcc::new(config.clone())) };
+            run_modes(&args.common, &make, "TPC-C")
         }
     }
 }
@@ -154,6 +186,7 @@ fn run_modes(
             epoch: Duration::from_millis(common.epoch_ms),
             dirs,
             seed: common.seed,
+            check: common.check,
         };
         let mut workload = make();
         runs.push(runner::run(workload.as_mut(), &spec)?);

@@ -41,6 +41,7 @@ pub(crate) struct RunSpec {
     pub(crate) epoch: Duration,
     pub(crate) dirs: Vec<PathBuf>,
     pub(crate) seed: u64,
+    pub(crate) check: bool,
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -210,6 +211,15 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             .collect()
     })?;
     let elapsed = spec.duration.as_secs_f64();
+    if spec.check {
+        let started = Instant::now();
+        workload.check(&db)?;
+        eprintln!(
+            "[{}] consistency check passed ({:.1} s)",
+            spec.mode,
+            started.elapsed().as_secs_f64()
+        );
+    }
     db.shutdown().map_err(|e| format!("shutting down: {e}"))?;
 
     let mut latency = new_histogram();

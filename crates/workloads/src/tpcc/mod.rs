@@ -138,6 +138,10 @@ impl Tpcc {
 }
 
 impl Workload for Tpcc {
+    fn check(&self, db: &Database) -> Result<(), String> {
+        check_consistency(db, self.config.warehouses)
+    }
+
     fn name(&self) -> String {
         "tpcc".into()
     }
