@@ -137,7 +137,7 @@ pub(crate) fn rollback(tables: &[Arc<Table>], handle: &mut EpochHandle, state: &
         if entry.inserted {
             let key = writes.keys.get(entry.key);
             let table = &tables[entry.table.0 as usize];
-            let removed = table.remove_if_is(key, entry.record);
+            let removed = table.remove_if_is(key, entry.record, handle);
             debug_assert!(removed, "an insert placeholder left its index early");
             let value = entry.record.get().unlink_and_unlock();
             debug_assert!(value.is_null(), "a placeholder never holds a value");
@@ -275,7 +275,7 @@ fn unlink_deleted(
     }
     let word = r.word();
     let still_ours = word & ABSENT_BIT != 0 && word & UNLINKED_BIT == 0 && tid_of(word) == tid;
-    if still_ours && table.remove_if_is(key, record) {
+    if still_ours && table.remove_if_is(key, record, handle) {
         let value = r.unlink_and_unlock();
         debug_assert!(value.is_null(), "a deleted record holds no value");
         // SAFETY: removed from the index; retired once.

@@ -13,6 +13,7 @@ mod config;
 mod db;
 pub mod durability;
 mod error;
+mod index;
 mod record;
 mod table;
 mod ticket;

@@ -254,6 +254,18 @@ impl RecordRef {
         unsafe { self.0.as_ref() }
     }
 
+    /// The pointer as an index value word.
+    #[inline]
+    pub(crate) fn to_word(self) -> u64 {
+        self.0.as_ptr() as u64
+    }
+
+    /// Rebuilds a reference from [`RecordRef::to_word`].
+    #[inline]
+    pub(crate) fn from_word(word: u64) -> Self {
+        Self(NonNull::new(word as *mut Record).expect("index values are record pointers"))
+    }
+
     pub(crate) fn as_ptr(self) -> *mut Record {
         self.0.as_ptr()
     }

@@ -1,0 +1,651 @@
+//! A concurrent B+-tree with optimistic lock coupling (Leis et al., "The ART
+//! of Practical Synchronization", DaMoN 2016), over byte-string keys stored
+//! as head + tail words (see `key`).
+//!
+//! * Every node has a version word: bit 1 is the write lock; unlocking adds
+//!   2 more, so every modification changes the version.
+//! * Readers never write: they read a node's version, read its fields with
+//!   relaxed atomic loads, then re-check the version (seqlock); on a change
+//!   they restart from the root. Writers lock only the nodes they change
+//!   (a leaf; on a split also its parent), by upgrading a version they read.
+//! * Full inner nodes are split on the way down, so a split leaf always
+//!   finds room in its parent. Nodes are never merged or freed while the
+//!   tree lives: a pointer to a node, once read, stays valid. Only long-key
+//!   copies are freed, through the epoch framework, so callers must be
+//!   epoch-protected.
+//! * Leaves are linked left to right for range scans. Keys only ever move
+//!   right (splits), so a scan that follows `next` from a consistent leaf
+//!   snapshot never misses a key that stays present throughout.
+
+use std::ops::Bound;
+use std::ptr;
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use super::key::{compare, key_bytes, make_tail, tail_allocation, Probe};
+
+/// Entries per leaf and keys per inner node.
+const CAPACITY: usize = 32;
+const LOCKED: u64 = 0b10;
+
+#[repr(C)]
+struct Header {
+    version: AtomicU64,
+    count: AtomicU32,
+    leaf: bool,
+}
+
+#[repr(C)]
+struct Leaf {
+    header: Header,
+    heads: [AtomicU64; CAPACITY],
+    tails: [AtomicU64; CAPACITY],
+    values: [AtomicU64; CAPACITY],
+    next: AtomicPtr<Leaf>,
+}
+
+#[repr(C)]
+struct Inner {
+    header: Header,
+    heads: [AtomicU64; CAPACITY],
+    tails: [AtomicU64; CAPACITY],
+    children: [AtomicPtr<Header>; CAPACITY + 1],
+}
+
+fn zeroed<const N: usize>() -> [AtomicU64; N] {
+    std::array::from_fn(|_| AtomicU64::new(0))
+}
+
+impl Leaf {
+    fn new() -> *mut Header {
+        Box::into_raw(Box::new(Leaf {
+            header: Header {
+                version: AtomicU64::new(0),
+                count: AtomicU32::new(0),
+                leaf: true,
+            },
+            heads: zeroed(),
+            tails: zeroed(),
+            values: zeroed(),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }))
+        .cast()
+    }
+}
+
+impl Inner {
+    fn new() -> *mut Inner {
+        Box::into_raw(Box::new(Inner {
+            header: Header {
+                version: AtomicU64::new(0),
+                count: AtomicU32::new(0),
+                leaf: false,
+            },
+            heads: zeroed(),
+            tails: zeroed(),
+            children: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+        }))
+    }
+}
+
+/// Why an optimistic step failed: start again from the root.
+struct Restart;
+
+type Step<T> = Result<T, Restart>;
+
+impl Header {
+    #[inline]
+    fn read_lock(&self) -> Step<u64> {
+        let version = self.version.load(Ordering::Acquire);
+        if version & LOCKED != 0 {
+            std::hint::spin_loop();
+            return Err(Restart);
+        }
+        Ok(version)
+    }
+
+    /// Checks that nothing changed since `version` was read.
+    #[inline]
+    fn validate(&self, version: u64) -> Step<()> {
+        // Pairs with the writer's release fence after locking: if any load
+        // above saw a write made under the lock, this load sees the lock.
+        fence(Ordering::Acquire);
+        if self.version.load(Ordering::Relaxed) == version {
+            Ok(())
+        } else {
+            Err(Restart)
+        }
+    }
+
+    #[inline]
+    fn upgrade(&self, version: u64) -> Step<()> {
+        match self.version.compare_exchange(
+            version,
+            version + LOCKED,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => {
+                fence(Ordering::Release);
+                Ok(())
+            }
+            Err(_) => Err(Restart),
+        }
+    }
+
+    #[inline]
+    fn unlock(&self) {
+        self.version.fetch_add(LOCKED, Ordering::Release);
+    }
+
+    #[inline]
+    fn count(&self) -> usize {
+        (self.count.load(Ordering::Relaxed) as usize).min(CAPACITY)
+    }
+
+    fn as_leaf(&self) -> &Leaf {
+        debug_assert!(self.leaf);
+        // SAFETY: `leaf` is immutable and set by `Leaf::new`; Leaf is
+        // repr(C) with the header first.
+        unsafe { &*(self as *const Header).cast::<Leaf>() }
+    }
+
+    fn as_inner(&self) -> &Inner {
+        debug_assert!(!self.leaf);
+        // SAFETY: as above, for Inner.
+        unsafe { &*(self as *const Header).cast::<Inner>() }
+    }
+}
+
+/// First slot in `[0, count)` whose key is `>= probe` (or `> probe` when
+/// `strict`). Reads are optimistic: the caller validates the version.
+#[inline]
+fn search(
+    heads: &[AtomicU64],
+    tails: &[AtomicU64],
+    count: usize,
+    probe: &Probe<'_>,
+    strict: bool,
+) -> usize {
+    let (mut lo, mut hi) = (0, count);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let head = heads[mid].load(Ordering::Relaxed);
+        let tail = tails[mid].load(Ordering::Relaxed);
+        // SAFETY: long-key copies are retired through epochs and the caller
+        // is epoch-protected, so even a stale tail points to live memory.
+        let order = unsafe { compare(probe, head, tail) };
+        let go_right = if strict { order.is_ge() } else { order.is_gt() };
+        if go_right {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+impl Inner {
+    /// The child to follow for `probe`: keys equal to a separator go right.
+    #[inline]
+    fn child_index(&self, probe: &Probe<'_>) -> usize {
+        search(&self.heads, &self.tails, self.header.count(), probe, true)
+    }
+}
+
+/// The tree. Values are opaque 64-bit words.
+pub(crate) struct Tree {
+    root: AtomicPtr<Header>,
+}
+
+// SAFETY: all shared state is atomics; nodes are owned by the tree.
+unsafe impl Send for Tree {}
+// SAFETY: as above; concurrent access follows the OLC protocol.
+unsafe impl Sync for Tree {}
+
+/// An entry copied out of a leaf snapshot.
+#[derive(Clone, Copy)]
+struct Entry {
+    head: u64,
+    tail: u64,
+    value: u64,
+}
+
+impl Tree {
+    pub(crate) fn new() -> Self {
+        Self {
+            root: AtomicPtr::new(Leaf::new()),
+        }
+    }
+
+    #[inline]
+    fn node<'a>(pointer: *mut Header) -> &'a Header {
+        // SAFETY: nodes are never freed while the tree lives, and every
+        // pointer we follow was published with a release store.
+        unsafe { &*pointer }
+    }
+
+    /// Reads the root and its version, checking it is still the root.
+    #[inline]
+    fn enter(&self) -> Step<(*mut Header, u64)> {
+        let root = self.root.load(Ordering::Acquire);
+        let version = Self::node(root).read_lock()?;
+        if self.root.load(Ordering::Acquire) != root {
+            return Err(Restart);
+        }
+        Ok((root, version))
+    }
+
+    /// Descends to the leaf that holds `probe`; returns it with its version.
+    #[inline]
+    fn find_leaf(&self, probe: &Probe<'_>) -> Step<(&Leaf, u64)> {
+        let (mut pointer, mut version) = self.enter()?;
+        loop {
+            let node = Self::node(pointer);
+            if node.leaf {
+                return Ok((node.as_leaf(), version));
+            }
+            let inner = node.as_inner();
+            let child = inner.children[inner.child_index(probe)].load(Ordering::Acquire);
+            node.validate(version)?;
+            if child.is_null() {
+                return Err(Restart);
+            }
+            let child_version = Self::node(child).read_lock()?;
+            node.validate(version)?;
+            pointer = child;
+            version = child_version;
+        }
+    }
+
+    /// The value stored for `key`.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
+        let probe = Probe::new(key);
+        loop {
+            let Ok((leaf, version)) = self.find_leaf(&probe) else {
+                continue;
+            };
+            let count = leaf.header.count();
+            let slot = search(&leaf.heads, &leaf.tails, count, &probe, false);
+            let found = (slot < count).then(|| {
+                let head = leaf.heads[slot].load(Ordering::Relaxed);
+                let tail = leaf.tails[slot].load(Ordering::Relaxed);
+                let value = leaf.values[slot].load(Ordering::Relaxed);
+                // SAFETY: as in `search`.
+                unsafe { compare(&probe, head, tail) }
+                    .is_eq()
+                    .then_some(value)
+            });
+            if leaf.header.validate(version).is_ok() {
+                return found.flatten();
+            }
+        }
+    }
+
+    /// Inserts `key → value` unless `key` is present; returns whether it
+    /// inserted.
+    pub(crate) fn insert(&self, key: &[u8], value: u64) -> bool {
+        let probe = Probe::new(key);
+        loop {
+            if let Ok(inserted) = self.try_insert(&probe, value) {
+                return inserted;
+            }
+        }
+    }
+
+    fn try_insert(&self, probe: &Probe<'_>, value: u64) -> Step<bool> {
+        let (mut pointer, mut version) = self.enter()?;
+        let mut parent: Option<(&Inner, u64, usize)> = None;
+        loop {
+            let node = Self::node(pointer);
+            if !node.leaf {
+                let inner = node.as_inner();
+                if node.count() == CAPACITY {
+                    // Split full inner nodes on the way down (eager split).
+                    self.split(pointer, version, parent)?;
+                    return Err(Restart);
+                }
+                let index = inner.child_index(probe);
+                let child = inner.children[index].load(Ordering::Acquire);
+                node.validate(version)?;
+                if let Some((p, pv, _)) = parent {
+                    p.header.validate(pv)?;
+                }
+                if child.is_null() {
+                    return Err(Restart);
+                }
+                let child_version = Self::node(child).read_lock()?;
+                node.validate(version)?;
+                parent = Some((inner, version, index));
+                pointer = child;
+                version = child_version;
+                continue;
+            }
+            let leaf = node.as_leaf();
+            if node.count() == CAPACITY {
+                self.split(pointer, version, parent)?;
+                return Err(Restart);
+            }
+            node.upgrade(version)?;
+            let count = node.count();
+            let slot = search(&leaf.heads, &leaf.tails, count, probe, false);
+            if slot < count {
+                let head = leaf.heads[slot].load(Ordering::Relaxed);
+                let tail = leaf.tails[slot].load(Ordering::Relaxed);
+                // SAFETY: we hold the lock; the key copy is live.
+                if unsafe { compare(probe, head, tail) }.is_eq() {
+                    node.unlock();
+                    return Ok(false);
+                }
+            }
+            for i in (slot..count).rev() {
+                move_slot(&leaf.heads, &leaf.tails, i, i + 1);
+                leaf.values[i + 1].store(leaf.values[i].load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            leaf.heads[slot].store(probe.head, Ordering::Relaxed);
+            leaf.tails[slot].store(make_tail(probe.bytes), Ordering::Relaxed);
+            leaf.values[slot].store(value, Ordering::Relaxed);
+            node.count.store(count as u32 + 1, Ordering::Relaxed);
+            node.unlock();
+            return Ok(true);
+        }
+    }
+
+    /// Splits the full node at `pointer` (read at `version`), inserting the
+    /// separator into `parent` or growing a new root. Always ends in a
+    /// restart of the caller's operation.
+    fn split(
+        &self,
+        pointer: *mut Header,
+        version: u64,
+        parent: Option<(&Inner, u64, usize)>,
+    ) -> Step<()> {
+        let node = Self::node(pointer);
+        match parent {
+            Some((p, pv, _)) => {
+                p.header.upgrade(pv)?;
+                if node.upgrade(version).is_err() {
+                    p.header.unlock();
+                    return Err(Restart);
+                }
+            }
+            None => {
+                node.upgrade(version)?;
+                if self.root.load(Ordering::Acquire) != pointer {
+                    node.unlock();
+                    return Err(Restart);
+                }
+            }
+        }
+        let (separator_head, separator_tail, right) = if node.leaf {
+            split_leaf(node.as_leaf())
+        } else {
+            split_inner(node.as_inner())
+        };
+        match parent {
+            Some((p, _, index)) => {
+                let count = p.header.count();
+                debug_assert!(count < CAPACITY, "eager splits keep parents non-full");
+                for i in (index..count).rev() {
+                    move_slot(&p.heads, &p.tails, i, i + 1);
+                    p.children[i + 2]
+                        .store(p.children[i + 1].load(Ordering::Relaxed), Ordering::Release);
+                }
+                p.heads[index].store(separator_head, Ordering::Relaxed);
+                p.tails[index].store(separator_tail, Ordering::Relaxed);
+                p.children[index + 1].store(right, Ordering::Release);
+                p.header.count.store(count as u32 + 1, Ordering::Relaxed);
+                node.unlock();
+                p.header.unlock();
+            }
+            None => {
+                let root = Inner::new();
+                // SAFETY: freshly allocated, not yet shared.
+                let r = unsafe { &*root };
+                r.heads[0].store(separator_head, Ordering::Relaxed);
+                r.tails[0].store(separator_tail, Ordering::Relaxed);
+                r.children[0].store(pointer, Ordering::Relaxed);
+                r.children[1].store(right, Ordering::Relaxed);
+                r.header.count.store(1, Ordering::Relaxed);
+                self.root.store(root.cast(), Ordering::Release);
+                node.unlock();
+            }
+        }
+        Err(Restart)
+    }
+
+    /// Removes `key` if `matches(value)` holds for its value. Returns
+    /// whether it removed it, and the key's out-of-line copy, which the
+    /// caller must retire through the epoch framework (readers may still
+    /// hold it).
+    pub(crate) fn remove_if(
+        &self,
+        key: &[u8],
+        matches: impl Fn(u64) -> bool,
+    ) -> (bool, Option<*mut ()>) {
+        let probe = Probe::new(key);
+        loop {
+            let Ok((leaf, version)) = self.find_leaf(&probe) else {
+                continue;
+            };
+            if leaf.header.upgrade(version).is_err() {
+                continue;
+            }
+            let count = leaf.header.count();
+            let slot = search(&leaf.heads, &leaf.tails, count, &probe, false);
+            let hit = slot < count && {
+                let head = leaf.heads[slot].load(Ordering::Relaxed);
+                let tail = leaf.tails[slot].load(Ordering::Relaxed);
+                // SAFETY: we hold the lock; the key copy is live.
+                unsafe { compare(&probe, head, tail) }.is_eq()
+                    && matches(leaf.values[slot].load(Ordering::Relaxed))
+            };
+            if !hit {
+                leaf.header.unlock();
+                return (false, None);
+            }
+            let tail = leaf.tails[slot].load(Ordering::Relaxed);
+            for i in slot..count - 1 {
+                move_slot(&leaf.heads, &leaf.tails, i + 1, i);
+                leaf.values[i].store(
+                    leaf.values[i + 1].load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+            }
+            leaf.header.count.store(count as u32 - 1, Ordering::Relaxed);
+            leaf.header.unlock();
+            return (true, tail_allocation(tail));
+        }
+    }
+
+    /// Copies a consistent snapshot of `leaf` into `out`; returns `next`.
+    fn snapshot(leaf: &Leaf, out: &mut Vec<Entry>) -> Step<*mut Leaf> {
+        let version = leaf.header.read_lock()?;
+        out.clear();
+        let count = leaf.header.count();
+        for i in 0..count {
+            out.push(Entry {
+                head: leaf.heads[i].load(Ordering::Relaxed),
+                tail: leaf.tails[i].load(Ordering::Relaxed),
+                value: leaf.values[i].load(Ordering::Relaxed),
+            });
+        }
+        let next = leaf.next.load(Ordering::Acquire);
+        leaf.header.validate(version)?;
+        Ok(next)
+    }
+
+    /// Visits `(key, value)` in key order over `(lo, hi)` until `visit`
+    /// returns false. Not atomic: concurrent changes may or may not be seen,
+    /// but a key present throughout is always visited exactly once.
+    pub(crate) fn scan(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        mut visit: impl FnMut(&[u8], u64) -> bool,
+    ) {
+        let start = match lo {
+            Bound::Included(key) | Bound::Excluded(key) => key,
+            Bound::Unbounded => &[],
+        };
+        let probe = Probe::new(start);
+        let mut leaf = loop {
+            if let Ok((leaf, _)) = self.find_leaf(&probe) {
+                break leaf;
+            }
+        };
+        let mut entries = Vec::with_capacity(CAPACITY);
+        loop {
+            let next = loop {
+                if let Ok(next) = Self::snapshot(leaf, &mut entries) {
+                    break next;
+                }
+            };
+            for entry in &entries {
+                let mut buffer = [0u8; 8];
+                // SAFETY: the snapshot was consistent, and long-key copies
+                // outlive the caller's epoch protection.
+                let key = unsafe { key_bytes(entry.head, entry.tail, &mut buffer) };
+                let after_lo = match lo {
+                    Bound::Included(lo) => key >= lo,
+                    Bound::Excluded(lo) => key > lo,
+                    Bound::Unbounded => true,
+                };
+                if !after_lo {
+                    continue;
+                }
+                let before_hi = match hi {
+                    Bound::Included(hi) => key <= hi,
+                    Bound::Excluded(hi) => key < hi,
+                    Bound::Unbounded => true,
+                };
+                if !before_hi || !visit(key, entry.value) {
+                    return;
+                }
+            }
+            if next.is_null() {
+                return;
+            }
+            // SAFETY: leaves are never freed while the tree lives.
+            leaf = unsafe { &*next };
+        }
+    }
+
+    /// Number of entries, approximately under concurrent change (walks the
+    /// leaves reading only their counts, so it needs no epoch protection).
+    pub(crate) fn len(&self) -> usize {
+        let mut node = Self::node(self.root.load(Ordering::Acquire));
+        while !node.leaf {
+            node = Self::node(node.as_inner().children[0].load(Ordering::Acquire));
+        }
+        let mut leaf = node.as_leaf();
+        let mut total = 0;
+        loop {
+            total += leaf.header.count();
+            let next = leaf.next.load(Ordering::Acquire);
+            if next.is_null() {
+                return total;
+            }
+            // SAFETY: leaves are never freed while the tree lives.
+            leaf = unsafe { &*next };
+        }
+    }
+}
+
+/// Moves slot `from` to slot `to` within one node (under its lock).
+#[inline]
+fn move_slot(heads: &[AtomicU64], tails: &[AtomicU64], from: usize, to: usize) {
+    heads[to].store(heads[from].load(Ordering::Relaxed), Ordering::Relaxed);
+    tails[to].store(tails[from].load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// Moves the upper half of a locked, full leaf to a new right sibling.
+/// Returns the separator (a copy of the right leaf's first key) and the
+/// new leaf.
+fn split_leaf(leaf: &Leaf) -> (u64, u64, *mut Header) {
+    let right_pointer = Leaf::new();
+    let right = Tree::node(right_pointer).as_leaf();
+    let mid = CAPACITY / 2;
+    for i in mid..CAPACITY {
+        right.heads[i - mid].store(leaf.heads[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        right.tails[i - mid].store(leaf.tails[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        right.values[i - mid].store(leaf.values[i].load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    right
+        .header
+        .count
+        .store((CAPACITY - mid) as u32, Ordering::Relaxed);
+    right
+        .next
+        .store(leaf.next.load(Ordering::Relaxed), Ordering::Relaxed);
+    leaf.next.store(right_pointer.cast(), Ordering::Release);
+    leaf.header.count.store(mid as u32, Ordering::Relaxed);
+    let head = right.heads[0].load(Ordering::Relaxed);
+    let tail = right.tails[0].load(Ordering::Relaxed);
+    let mut buffer = [0u8; 8];
+    // SAFETY: the leaf is locked; its key copy is live.
+    let separator = make_tail(unsafe { key_bytes(head, tail, &mut buffer) });
+    (head, separator, right_pointer)
+}
+
+/// Moves the upper half of a locked, full inner node to a new sibling;
+/// the middle key moves up. Returns it and the new node.
+fn split_inner(inner: &Inner) -> (u64, u64, *mut Header) {
+    let right_pointer = Inner::new();
+    // SAFETY: freshly allocated, not yet shared.
+    let right = unsafe { &*right_pointer };
+    let mid = CAPACITY / 2;
+    for i in mid + 1..CAPACITY {
+        move_between(inner, right, i, i - mid - 1);
+    }
+    for i in mid + 1..=CAPACITY {
+        right.children[i - mid - 1]
+            .store(inner.children[i].load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    right
+        .header
+        .count
+        .store((CAPACITY - mid - 1) as u32, Ordering::Relaxed);
+    inner.header.count.store(mid as u32, Ordering::Relaxed);
+    (
+        inner.heads[mid].load(Ordering::Relaxed),
+        inner.tails[mid].load(Ordering::Relaxed),
+        right_pointer.cast(),
+    )
+}
+
+fn move_between(from: &Inner, to: &Inner, i: usize, j: usize) {
+    to.heads[j].store(from.heads[i].load(Ordering::Relaxed), Ordering::Relaxed);
+    to.tails[j].store(from.tails[i].load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        // Exclusive access: free every node and every key copy it owns.
+        // Inner separators own their copies; leaves own their keys'.
+        fn free(pointer: *mut Header) {
+            let node = Tree::node(pointer);
+            let count = node.count();
+            if node.leaf {
+                let leaf = node.as_leaf();
+                for tail in &leaf.tails[..count] {
+                    // SAFETY: exclusive access at drop; each copy owned once.
+                    unsafe { super::key::free_tail(tail.load(Ordering::Relaxed)) };
+                }
+                // SAFETY: allocated by `Leaf::new`, freed once.
+                drop(unsafe { Box::from_raw(pointer.cast::<Leaf>()) });
+            } else {
+                let inner = node.as_inner();
+                for tail in &inner.tails[..count] {
+                    // SAFETY: as above.
+                    unsafe { super::key::free_tail(tail.load(Ordering::Relaxed)) };
+                }
+                for child in &inner.children[..=count] {
+                    free(child.load(Ordering::Relaxed));
+                }
+                // SAFETY: allocated by `Inner::new`, freed once.
+                drop(unsafe { Box::from_raw(pointer.cast::<Inner>()) });
+            }
+        }
+        free(*self.root.get_mut());
+    }
+}
