@@ -86,6 +86,20 @@ pub(crate) unsafe fn key_bytes<'a>(head: u64, tail: u64, buffer: &'a mut [u8; 8]
     }
 }
 
+/// Orders `probe` against the stored key whose head is `head`, loading its
+/// tail word only when the heads tie (one cache line less per step).
+///
+/// # Safety
+/// As [`key_bytes`]: a long tail must point to a live key copy.
+#[inline]
+pub(crate) unsafe fn compare_lazy(probe: &Probe<'_>, head: u64, tail: impl FnOnce() -> u64) -> Ordering {
+    match probe.head.cmp(&head) {
+        // SAFETY: forwarded from the caller.
+        Ordering::Equal => unsafe { compare(probe, head, tail()) },
+        unequal => unequal,
+    }
+}
+
 /// Orders `probe` against the stored key `(head, tail)`.
 ///
 /// # Safety

@@ -21,7 +21,7 @@ use std::ops::Bound;
 use std::ptr;
 use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-use super::key::{compare, key_bytes, make_tail, tail_allocation, Probe};
+use super::key::{compare, compare_lazy, key_bytes, make_tail, tail_allocation, Probe};
 
 /// Entries per leaf and keys per inner node.
 const CAPACITY: usize = 32;
@@ -170,10 +170,9 @@ fn search(
     while lo < hi {
         let mid = (lo + hi) / 2;
         let head = heads[mid].load(Ordering::Relaxed);
-        let tail = tails[mid].load(Ordering::Relaxed);
         // SAFETY: long-key copies are retired through epochs and the caller
         // is epoch-protected, so even a stale tail points to live memory.
-        let order = unsafe { compare(probe, head, tail) };
+        let order = unsafe { compare_lazy(probe, head, || tails[mid].load(Ordering::Relaxed)) };
         let go_right = if strict { order.is_ge() } else { order.is_gt() };
         if go_right {
             lo = mid + 1;
@@ -301,7 +300,7 @@ impl Tree {
                 let inner = node.as_inner();
                 if node.count() == CAPACITY {
                     // Split full inner nodes on the way down (eager split).
-                    self.split(pointer, version, parent)?;
+                    self.split(pointer, version, parent, probe)?;
                     return Err(Restart);
                 }
                 let index = inner.child_index(probe);
@@ -322,7 +321,7 @@ impl Tree {
             }
             let leaf = node.as_leaf();
             if node.count() == CAPACITY {
-                self.split(pointer, version, parent)?;
+                self.split(pointer, version, parent, probe)?;
                 return Err(Restart);
             }
             node.upgrade(version)?;
@@ -358,6 +357,7 @@ impl Tree {
         pointer: *mut Header,
         version: u64,
         parent: Option<(&Inner, u64, usize)>,
+        probe: &Probe<'_>,
     ) -> Step<()> {
         let node = Self::node(pointer);
         match parent {
@@ -377,7 +377,7 @@ impl Tree {
             }
         }
         let (separator_head, separator_tail, right) = if node.leaf {
-            split_leaf(node.as_leaf())
+            split_leaf(node.as_leaf(), probe)
         } else {
             split_inner(node.as_inner())
         };
@@ -558,13 +558,20 @@ fn move_slot(heads: &[AtomicU64], tails: &[AtomicU64], from: usize, to: usize) {
     tails[to].store(tails[from].load(Ordering::Relaxed), Ordering::Relaxed);
 }
 
-/// Moves the upper half of a locked, full leaf to a new right sibling.
+/// Moves the upper part of a locked, full leaf to a new right sibling.
 /// Returns the separator (a copy of the right leaf's first key) and the
-/// new leaf.
-fn split_leaf(leaf: &Leaf) -> (u64, u64, *mut Header) {
+/// new leaf. Usually splits in half; when `probe` (the key that needs room)
+/// goes after every key of the leaf — an append, as in sequential loads —
+/// it moves only the last entry, so appends leave full leaves behind
+/// instead of half-empty ones.
+fn split_leaf(leaf: &Leaf, probe: &Probe<'_>) -> (u64, u64, *mut Header) {
     let right_pointer = Leaf::new();
     let right = Tree::node(right_pointer).as_leaf();
-    let mid = CAPACITY / 2;
+    let last = CAPACITY - 1;
+    let head = leaf.heads[last].load(Ordering::Relaxed);
+    // SAFETY: the leaf is locked; its key copies are live.
+    let appending = unsafe { compare(probe, head, leaf.tails[last].load(Ordering::Relaxed)) }.is_gt();
+    let mid = if appending { last } else { CAPACITY / 2 };
     for i in mid..CAPACITY {
         right.heads[i - mid].store(leaf.heads[i].load(Ordering::Relaxed), Ordering::Relaxed);
         right.tails[i - mid].store(leaf.tails[i].load(Ordering::Relaxed), Ordering::Relaxed);
