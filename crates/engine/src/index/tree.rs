@@ -87,6 +87,25 @@ impl Inner {
     }
 }
 
+/// Asks the CPU to start loading `node`'s first lines (header and heads)
+/// before we need them, so the misses of one node overlap instead of
+/// queueing one after another (as Masstree prefetches whole nodes).
+#[inline(always)]
+fn prefetch(node: *const Header) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let base = node.cast::<i8>();
+        for line in 0..5 {
+            // SAFETY: prefetching is a hint; it never faults, even for
+            // addresses past the node.
+            unsafe { _mm_prefetch(base.wrapping_add(line * 64), _MM_HINT_T0) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = node;
+}
+
 /// Why an optimistic step failed: start again from the root.
 struct Restart;
 
@@ -245,6 +264,7 @@ impl Tree {
             }
             let inner = node.as_inner();
             let child = inner.children[inner.child_index(probe)].load(Ordering::Acquire);
+            prefetch(child);
             node.validate(version)?;
             if child.is_null() {
                 return Err(Restart);
