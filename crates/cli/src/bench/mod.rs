@@ -137,7 +137,9 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
             } else {
                 TpccConfig::new(warehouses)
             };
-            config.validate().map_err(|e| format!("--warehouses: {e}"))?;
+            config
+                .validate()
+                .map_err(|e| format!("--warehouses: {e}"))?;
             let make = || -> Box<dyn Workload> { Box::new(Tpcc::new(config.clone())) };
             run_modes(&args.common, &make, "TPC-C")
         }
