@@ -168,13 +168,18 @@ impl EpochHandle {
     /// Acquire: enters the current epoch. Returns it.
     #[inline]
     pub fn protect(&mut self) -> u64 {
-        let epoch = self.shared.current.load(Ordering::SeqCst);
-        if epoch != self.local {
+        let mut epoch = self.shared.current.load(Ordering::SeqCst);
+        while epoch != self.local {
             self.local = epoch;
             self.shared.slots[self.slot].store(epoch, Ordering::SeqCst);
             // Pairs with `compute_safe`'s fence: shared pointers loaded
             // after this point are covered by our local epoch.
             fence(Ordering::SeqCst);
+            // A bump between our read of E and our store could let a
+            // concurrent `compute_safe` miss our slot and declare `epoch`
+            // safe. Re-reading E after the fence closes that window: if it
+            // moved, we announce the newer epoch (found by loom).
+            epoch = self.shared.current.load(Ordering::SeqCst);
         }
         epoch
     }

@@ -224,10 +224,9 @@ fn retired_object_outlives_protected_reader() {
 /// and an empty slot, so the thread ends up protected in epoch `L` with
 /// `safe == L` — the `bump_with` action for `L` may already have run.
 /// (Reclamation stays safe: such a thread's later loads see every unlink
-/// retired in `L`.) Re-reading `E` after the fence in `protect` and retrying
-/// on change would close it. Ignored until the protocol decides.
+/// retired in `L`.) `protect` re-reads `E` after its fence and retries on a
+/// change, which closes the window; this model failed before that fix.
 #[test]
-#[ignore = "known race: protect concurrent with bump can leave safe == local"]
 fn protect_racing_a_bump_stays_above_safe() {
     check("protect_vs_bump", || {
         let epochs = EpochManager::new(1);
