@@ -477,21 +477,27 @@ impl Tree {
         }
     }
 
-    /// Copies a consistent snapshot of `leaf` into `out`; returns `next`.
-    fn snapshot(leaf: &Leaf, out: &mut Vec<Entry>) -> Step<*mut Leaf> {
+    /// Copies a consistent snapshot of `leaf`'s entries from the first one
+    /// `>= from` (all of them without `from`) into `out`. Returns how many
+    /// it copied and the leaf's `next`.
+    fn snapshot(
+        leaf: &Leaf,
+        out: &mut [Entry; CAPACITY],
+        from: Option<&Probe<'_>>,
+    ) -> Step<(usize, *mut Leaf)> {
         let version = leaf.header.read_lock()?;
-        out.clear();
         let count = leaf.header.count();
-        for i in 0..count {
-            out.push(Entry {
-                head: leaf.heads[i].load(Ordering::Relaxed),
-                tail: leaf.tails[i].load(Ordering::Relaxed),
-                value: leaf.values[i].load(Ordering::Relaxed),
-            });
+        let start = from.map_or(0, |probe| search(&leaf.heads, &leaf.tails, count, probe, false));
+        for (i, slot) in (start..count).enumerate() {
+            out[i] = Entry {
+                head: leaf.heads[slot].load(Ordering::Relaxed),
+                tail: leaf.tails[slot].load(Ordering::Relaxed),
+                value: leaf.values[slot].load(Ordering::Relaxed),
+            };
         }
         let next = leaf.next.load(Ordering::Acquire);
         leaf.header.validate(version)?;
-        Ok(next)
+        Ok((count - start, next))
     }
 
     /// Visits `(key, value)` in key order over `(lo, hi)` until `visit`
@@ -513,24 +519,26 @@ impl Tree {
                 break leaf;
             }
         };
-        let mut entries = Vec::with_capacity(CAPACITY);
+        let mut entries = [Entry {
+            head: 0,
+            tail: 0,
+            value: 0,
+        }; CAPACITY];
+        let mut first = true;
         loop {
-            let next = loop {
-                if let Ok(next) = Self::snapshot(leaf, &mut entries) {
-                    break next;
+            // Only the first leaf holds keys below `lo`: seek past them.
+            let from = first.then_some(&probe);
+            let (count, next) = loop {
+                if let Ok(snapshot) = Self::snapshot(leaf, &mut entries, from) {
+                    break snapshot;
                 }
             };
-            for entry in &entries {
+            for entry in &entries[..count] {
                 let mut buffer = [0u8; 8];
                 // SAFETY: the snapshot was consistent, and long-key copies
                 // outlive the caller's epoch protection.
                 let key = unsafe { key_bytes(entry.head, entry.tail, &mut buffer) };
-                let after_lo = match lo {
-                    Bound::Included(lo) => key >= lo,
-                    Bound::Excluded(lo) => key > lo,
-                    Bound::Unbounded => true,
-                };
-                if !after_lo {
+                if first && matches!(lo, Bound::Excluded(lo) if key <= lo) {
                     continue;
                 }
                 let before_hi = match hi {
@@ -545,6 +553,7 @@ impl Tree {
             if next.is_null() {
                 return;
             }
+            first = false;
             // SAFETY: leaves are never freed while the tree lives.
             leaf = unsafe { &*next };
         }
