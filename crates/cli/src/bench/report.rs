@@ -78,10 +78,16 @@ pub(crate) struct Comparison {
 impl Comparison {
     pub(crate) fn new(runs: Vec<RunResult>) -> Self {
         let base = runs.first().map_or(1.0, |r| r.throughput_txn_s.max(1e-9));
-        let ratios = runs
-            .iter()
-            .map(|r| (r.mode.clone(), r.throughput_txn_s / base))
-            .collect();
+        let mut ratios = BTreeMap::new();
+        for (i, run) in runs.iter().enumerate() {
+            // A mode listed twice (`--compare none,none`) keeps both ratios.
+            let name = if ratios.contains_key(&run.mode) {
+                format!("{}#{}", run.mode, i + 1)
+            } else {
+                run.mode.clone()
+            };
+            ratios.insert(name, run.throughput_txn_s / base);
+        }
         Self { runs, ratios }
     }
 }

@@ -75,7 +75,7 @@ pub(crate) fn tail_allocation(tail: u64) -> Option<*mut ()> {
 /// A long `tail` must point to a live key copy for `'a` (callers are
 /// epoch-protected; copies are retired through the epoch framework).
 #[inline]
-pub(crate) unsafe fn key_bytes<'a>(head: u64, tail: u64, buffer: &'a mut [u8; 8]) -> &'a [u8] {
+pub(crate) unsafe fn key_bytes(head: u64, tail: u64, buffer: &mut [u8; 8]) -> &[u8] {
     if is_short(tail) {
         *buffer = head.to_be_bytes();
         let len = ((tail >> 1) as usize).min(8);
@@ -92,7 +92,11 @@ pub(crate) unsafe fn key_bytes<'a>(head: u64, tail: u64, buffer: &'a mut [u8; 8]
 /// # Safety
 /// As [`key_bytes`]: a long tail must point to a live key copy.
 #[inline]
-pub(crate) unsafe fn compare_lazy(probe: &Probe<'_>, head: u64, tail: impl FnOnce() -> u64) -> Ordering {
+pub(crate) unsafe fn compare_lazy(
+    probe: &Probe<'_>,
+    head: u64,
+    tail: impl FnOnce() -> u64,
+) -> Ordering {
     match probe.head.cmp(&head) {
         // SAFETY: forwarded from the caller.
         Ordering::Equal => unsafe { compare(probe, head, tail()) },

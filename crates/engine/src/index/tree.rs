@@ -56,7 +56,7 @@ fn zeroed<const N: usize>() -> [AtomicU64; N] {
 }
 
 impl Leaf {
-    fn new() -> *mut Header {
+    fn allocate() -> *mut Header {
         Box::into_raw(Box::new(Leaf {
             header: Header {
                 version: AtomicU64::new(0),
@@ -73,7 +73,7 @@ impl Leaf {
 }
 
 impl Inner {
-    fn new() -> *mut Inner {
+    fn allocate() -> *mut Inner {
         Box::into_raw(Box::new(Inner {
             header: Header {
                 version: AtomicU64::new(0),
@@ -163,7 +163,7 @@ impl Header {
 
     fn as_leaf(&self) -> &Leaf {
         debug_assert!(self.leaf);
-        // SAFETY: `leaf` is immutable and set by `Leaf::new`; Leaf is
+        // SAFETY: `leaf` is immutable and set by `Leaf::allocate`; Leaf is
         // repr(C) with the header first.
         unsafe { &*(self as *const Header).cast::<Leaf>() }
     }
@@ -231,7 +231,7 @@ struct Entry {
 impl Tree {
     pub(crate) fn new() -> Self {
         Self {
-            root: AtomicPtr::new(Leaf::new()),
+            root: AtomicPtr::new(Leaf::allocate()),
         }
     }
 
@@ -418,7 +418,7 @@ impl Tree {
                 p.header.unlock();
             }
             None => {
-                let root = Inner::new();
+                let root = Inner::allocate();
                 // SAFETY: freshly allocated, not yet shared.
                 let r = unsafe { &*root };
                 r.heads[0].store(separator_head, Ordering::Relaxed);
@@ -487,7 +487,9 @@ impl Tree {
     ) -> Step<(usize, *mut Leaf)> {
         let version = leaf.header.read_lock()?;
         let count = leaf.header.count();
-        let start = from.map_or(0, |probe| search(&leaf.heads, &leaf.tails, count, probe, false));
+        let start = from.map_or(0, |probe| {
+            search(&leaf.heads, &leaf.tails, count, probe, false)
+        });
         for (i, slot) in (start..count).enumerate() {
             out[i] = Entry {
                 head: leaf.heads[slot].load(Ordering::Relaxed),
@@ -594,12 +596,13 @@ fn move_slot(heads: &[AtomicU64], tails: &[AtomicU64], from: usize, to: usize) {
 /// it moves only the last entry, so appends leave full leaves behind
 /// instead of half-empty ones.
 fn split_leaf(leaf: &Leaf, probe: &Probe<'_>) -> (u64, u64, *mut Header) {
-    let right_pointer = Leaf::new();
+    let right_pointer = Leaf::allocate();
     let right = Tree::node(right_pointer).as_leaf();
     let last = CAPACITY - 1;
     let head = leaf.heads[last].load(Ordering::Relaxed);
     // SAFETY: the leaf is locked; its key copies are live.
-    let appending = unsafe { compare(probe, head, leaf.tails[last].load(Ordering::Relaxed)) }.is_gt();
+    let appending =
+        unsafe { compare(probe, head, leaf.tails[last].load(Ordering::Relaxed)) }.is_gt();
     let mid = if appending { last } else { CAPACITY / 2 };
     for i in mid..CAPACITY {
         right.heads[i - mid].store(leaf.heads[i].load(Ordering::Relaxed), Ordering::Relaxed);
@@ -626,7 +629,7 @@ fn split_leaf(leaf: &Leaf, probe: &Probe<'_>) -> (u64, u64, *mut Header) {
 /// Moves the upper half of a locked, full inner node to a new sibling;
 /// the middle key moves up. Returns it and the new node.
 fn split_inner(inner: &Inner) -> (u64, u64, *mut Header) {
-    let right_pointer = Inner::new();
+    let right_pointer = Inner::allocate();
     // SAFETY: freshly allocated, not yet shared.
     let right = unsafe { &*right_pointer };
     let mid = CAPACITY / 2;
@@ -667,7 +670,7 @@ impl Drop for Tree {
                     // SAFETY: exclusive access at drop; each copy owned once.
                     unsafe { super::key::free_tail(tail.load(Ordering::Relaxed)) };
                 }
-                // SAFETY: allocated by `Leaf::new`, freed once.
+                // SAFETY: allocated by `Leaf::allocate`, freed once.
                 drop(unsafe { Box::from_raw(pointer.cast::<Leaf>()) });
             } else {
                 let inner = node.as_inner();
@@ -678,7 +681,7 @@ impl Drop for Tree {
                 for child in &inner.children[..=count] {
                     free(child.load(Ordering::Relaxed));
                 }
-                // SAFETY: allocated by `Inner::new`, freed once.
+                // SAFETY: allocated by `Inner::allocate`, freed once.
                 drop(unsafe { Box::from_raw(pointer.cast::<Inner>()) });
             }
         }

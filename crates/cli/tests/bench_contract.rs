@@ -1,0 +1,102 @@
+//! Why this exists: scripts and documents rely on `epochdb bench`'s flags
+//! and JSON fields (DESIGN.md, "The `epochdb` command"). These runs are
+//! tiny; they check the contract, not the speed.
+
+use std::process::Command;
+
+fn epochdb(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .args(args)
+        .output()
+        .expect("run epochdb")
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("json written")).expect("valid json")
+}
+
+#[test]
+fn ycsb_json_has_the_contract_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let plot = dir.path().join("run.svg");
+    let result = epochdb(&[
+        "bench",
+        "ycsb",
+        "--keys",
+        "2000",
+        "--duration",
+        "1.1",
+        "--threads",
+        "2",
+        "--json",
+        out.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let run = json(&out);
+    assert!(run["throughput_txn_s"].as_f64().unwrap() > 0.0);
+    assert!(run["abort_rate"].as_f64().is_some());
+    for p in ["p50", "p99", "p999"] {
+        assert!(run["latency_us"][p].as_u64().is_some(), "latency_us.{p}");
+    }
+    let series = run["series"].as_array().unwrap();
+    assert_eq!(series.len(), 2, "one entry per full 0.5 s window");
+    for field in ["t_s", "txn_s", "p50_us", "checkpointing"] {
+        assert!(!series[0][field].is_null(), "series.{field}");
+    }
+    assert_eq!(run["config"]["threads"], 2);
+    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+}
+
+#[test]
+fn compare_writes_runs_and_ratios() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp.json");
+    let result = epochdb(&[
+        "bench",
+        "tpcc",
+        "--small",
+        "--duration",
+        "0.6",
+        "--compare",
+        "none,none",
+        "--check",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(report["ratios"]["none"], 1.0);
+    assert!(report["ratios"]["none#2"].as_f64().unwrap() > 0.0);
+    assert!(String::from_utf8_lossy(&result.stderr).contains("consistency check passed"));
+}
+
+#[test]
+fn bad_flags_are_named() {
+    let result = epochdb(&["bench", "ycsb", "--durability", "silor"]);
+    assert!(!result.status.success());
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        stderr.contains("--durability") && stderr.contains("not implemented yet"),
+        "{stderr}"
+    );
+
+    let result = epochdb(&["bench", "ycsb", "--variant", "z"]);
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("unknown YCSB variant"));
+
+    let result = epochdb(&["bench", "ycsb", "--threads", "0"]);
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("--threads"));
+}
