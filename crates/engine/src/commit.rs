@@ -17,7 +17,7 @@ use epochdb_epoch::{EpochHandle, EpochManager};
 
 use crate::durability::{CommitView, WorkerLog};
 use crate::error::Abort;
-use crate::record::{free_record, free_value, RecordRef};
+use crate::record::{free_record, RecordRef};
 use crate::table::{Table, TableId};
 use crate::ticket::Ticket;
 use crate::tid::{commit_tid, tid_of, Tid, ABSENT_BIT, LOCK_BIT, UNLINKED_BIT};
@@ -106,16 +106,15 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
     });
 
     for entry in &state.writes.entries {
-        let old = entry.record.get().install_and_unlock(tid, entry.value);
-        if !old.is_null() {
-            // SAFETY: the old block was just replaced, so new readers cannot
-            // reach it; it is retired once.
-            unsafe { ctx.handle.retire(old.cast(), free_value) };
-        }
+        // SAFETY: pending values live in the arena until the state clears.
+        let value = entry.value.map(|bytes| unsafe { bytes.as_slice() });
+        entry
+            .record
+            .get()
+            .install_and_unlock(tid, value, ctx.handle);
     }
-    for entry in &mut state.writes.entries {
-        // The values now belong to their records.
-        if entry.value.take().is_none() {
+    for entry in &state.writes.entries {
+        if entry.value.is_none() {
             ctx.unlinks.push_back(PendingUnlink {
                 table: entry.table,
                 key: state.writes.keys.get(entry.key).into(),
@@ -132,21 +131,16 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
 /// frees its pending values. Records it locked at commit must already be
 /// unlocked.
 pub(crate) fn rollback(tables: &[Arc<Table>], handle: &mut EpochHandle, state: &mut TxState) {
-    let writes = &mut state.writes;
-    for entry in &mut writes.entries {
+    let writes = &state.writes;
+    for entry in &writes.entries {
         if entry.inserted {
             let key = writes.keys.get(entry.key);
             let table = &tables[entry.table.0 as usize];
             let removed = table.remove_if_is(key, entry.record, handle);
             debug_assert!(removed, "an insert placeholder left its index early");
-            let value = entry.record.get().unlink_and_unlock();
-            debug_assert!(value.is_null(), "a placeholder never holds a value");
+            entry.record.get().unlink_and_unlock();
             // SAFETY: removed from the index above; retired once.
             unsafe { handle.retire(entry.record.as_ptr().cast(), free_record) };
-        }
-        if let Some(block) = entry.value.take() {
-            // SAFETY: never published.
-            unsafe { free_value(block.as_ptr().cast()) };
         }
     }
 }
@@ -276,8 +270,7 @@ fn unlink_deleted(
     let word = r.word();
     let still_ours = word & ABSENT_BIT != 0 && word & UNLINKED_BIT == 0 && tid_of(word) == tid;
     if still_ours && table.remove_if_is(key, record, handle) {
-        let value = r.unlink_and_unlock();
-        debug_assert!(value.is_null(), "a deleted record holds no value");
+        r.unlink_and_unlock();
         // SAFETY: removed from the index; retired once.
         unsafe { handle.retire(record.as_ptr().cast(), free_record) };
     } else {

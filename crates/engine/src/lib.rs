@@ -8,6 +8,8 @@
 //! resolves when the commit is durable. See [`Database`] for an example.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod arena;
+mod blob;
 mod commit;
 mod config;
 mod db;

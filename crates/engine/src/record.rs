@@ -1,98 +1,163 @@
-//! Records: a TID word and an immutable, epoch-reclaimed value block.
+//! Records: a TID word and a value, laid out as Silo lays them out — the
+//! value inline, right after the word, overwritten in place under the
+//! record's lock when the new value fits.
 //!
-//! A value block is never changed after it is published: a writer installs
-//! a new block and retires the old one through the epoch framework, so a
-//! reader may keep a `&[u8]` into it for the rest of its transaction
-//! (its epoch protection keeps the block alive). The `(word, value)` pair is
-//! read like a seqlock: word, value pointer, word again.
+//! ```text
+//! +-----------+-----------------+-----------------------------------------+
+//! | word: u64 | value: *Block   | inline Block: capacity, len, data words |
+//! +-----------+-----------------+-----------------------------------------+
+//! ```
+//!
+//! `value` points at the inline block until a value outgrows it; then a
+//! larger block is allocated on the heap, and the replaced heap block (never
+//! the inline one) is retired through the epoch framework. Readers copy the
+//! value out like a seqlock (word, bytes, word again) into the
+//! transaction's arena. The bytes are atomic words, so a racing overwrite
+//! is a stale read that validation rejects, never undefined behaviour.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
+use epochdb_epoch::EpochHandle;
+
+use crate::arena::{Arena, Bytes};
 use crate::tid::{Tid, ABSENT_BIT, LATEST_BIT, LOCK_BIT, UNLINKED_BIT};
 
-/// Header of a value block; `len` bytes follow it.
+const WORD: usize = 8;
+
+/// A value buffer: `len` bytes in `capacity / 8` atomic words that follow.
 #[repr(C)]
 pub(crate) struct ValueBlock {
-    len: usize,
+    capacity: u32,
+    len: AtomicU32,
 }
 
-const HEADER: usize = std::mem::size_of::<ValueBlock>();
+const BLOCK_HEADER: usize = std::mem::size_of::<ValueBlock>();
 
-fn block_layout(len: usize) -> Layout {
-    Layout::from_size_align(HEADER + len, std::mem::align_of::<ValueBlock>())
-        .expect("value too large for one allocation")
+fn round_up(len: usize) -> usize {
+    len.div_ceil(WORD) * WORD
 }
 
-/// Allocates a value block holding a copy of `bytes`.
-pub(crate) fn new_value(bytes: &[u8]) -> NonNull<ValueBlock> {
-    let layout = block_layout(bytes.len());
-    // SAFETY: the layout has non-zero size (it includes the header).
+fn capacity_for(len: usize) -> u32 {
+    u32::try_from(round_up(len)).expect("value larger than 4 GiB")
+}
+
+impl ValueBlock {
+    /// The data words.
+    #[inline]
+    fn words(&self) -> &[AtomicU64] {
+        let count = self.capacity as usize / WORD;
+        // SAFETY: every block is allocated with `capacity` bytes of
+        // 8-aligned, initialised words right after its header.
+        unsafe {
+            let data = (self as *const Self).cast::<u8>().add(BLOCK_HEADER);
+            std::slice::from_raw_parts(data.cast::<AtomicU64>(), count)
+        }
+    }
+
+    /// Initialises a block header at `at` and zeroes its words.
+    ///
+    /// # Safety
+    /// `at` must point to `BLOCK_HEADER + capacity` writable bytes, 8-aligned.
+    unsafe fn init(at: *mut ValueBlock, capacity: u32) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            at.write(ValueBlock {
+                capacity,
+                len: AtomicU32::new(0),
+            });
+            ptr::write_bytes(at.cast::<u8>().add(BLOCK_HEADER), 0, capacity as usize);
+        }
+    }
+
+    /// Writes `bytes` (which must fit) and sets the length. Caller holds
+    /// the record's lock.
+    #[inline]
+    fn store(&self, bytes: &[u8]) {
+        debug_assert!(bytes.len() <= self.capacity as usize);
+        let words = self.words();
+        let mut chunks = bytes.chunks_exact(WORD);
+        for (word, chunk) in words.iter().zip(&mut chunks) {
+            let value = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
+            word.store(value, Ordering::Relaxed);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; WORD];
+            last[..rest.len()].copy_from_slice(rest);
+            words[bytes.len() / WORD].store(u64::from_ne_bytes(last), Ordering::Relaxed);
+        }
+        self.len.store(bytes.len() as u32, Ordering::Relaxed);
+    }
+
+    /// Copies the value into `arena` (possibly torn: the caller validates).
+    #[inline]
+    fn load_into(&self, arena: &mut Arena) -> Bytes {
+        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.capacity as usize);
+        let out = arena.reserve(len);
+        let words = self.words();
+        let full = len / WORD;
+        for (i, word) in words[..full].iter().enumerate() {
+            let bytes = word.load(Ordering::Relaxed).to_ne_bytes();
+            // SAFETY: `out` has room for `len` bytes; `8 * i + 8 <= len`.
+            unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_ptr().add(i * WORD), WORD) };
+        }
+        let rest = len - full * WORD;
+        if rest > 0 {
+            let bytes = words[full].load(Ordering::Relaxed).to_ne_bytes();
+            // SAFETY: the last `rest` bytes of `out`.
+            unsafe {
+                ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_ptr().add(full * WORD), rest)
+            };
+        }
+        Arena::span(out, len)
+    }
+}
+
+fn heap_block_layout(capacity: u32) -> Layout {
+    Layout::from_size_align(BLOCK_HEADER + capacity as usize, WORD).expect("value block layout")
+}
+
+/// A heap block holding `bytes`.
+fn new_heap_block(bytes: &[u8]) -> NonNull<ValueBlock> {
+    let capacity = capacity_for(bytes.len());
+    let layout = heap_block_layout(capacity);
+    // SAFETY: non-zero size (header included).
     let raw = unsafe { alloc(layout) }.cast::<ValueBlock>();
     let Some(block) = NonNull::new(raw) else {
         handle_alloc_error(layout)
     };
-    // SAFETY: `block` points to a fresh allocation of HEADER + len bytes,
-    // aligned for ValueBlock; we initialise the header, then the bytes.
-    unsafe {
-        block.as_ptr().write(ValueBlock { len: bytes.len() });
-        let data = block.as_ptr().cast::<u8>().add(HEADER);
-        ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
-    }
+    // SAFETY: fresh allocation of the right size and alignment.
+    unsafe { ValueBlock::init(block.as_ptr(), capacity) };
+    // SAFETY: just initialised, not shared yet.
+    unsafe { block.as_ref() }.store(bytes);
     block
 }
 
-/// The bytes of a value block.
+/// Frees a heap value block (type-erased, for the epoch framework).
 ///
 /// # Safety
-/// `block` must be a live block from [`new_value`], and stay live for `'a`.
-#[inline]
-pub(crate) unsafe fn value_bytes<'a>(block: *const ValueBlock) -> &'a [u8] {
-    // SAFETY: per the contract, the header and `len` bytes are initialised.
-    unsafe {
-        let len = (*block).len;
-        std::slice::from_raw_parts(block.cast::<u8>().add(HEADER), len)
-    }
-}
-
-/// Frees a value block (type-erased, for the epoch framework).
-///
-/// # Safety
-/// `block` must come from [`new_value`], be unreachable, and be freed once.
-pub(crate) unsafe fn free_value(block: *mut ()) {
+/// `block` must come from [`new_heap_block`], be unreachable, freed once.
+unsafe fn free_heap_block(block: *mut ()) {
     let block = block.cast::<ValueBlock>();
-    // SAFETY: per the contract the block is live and ours to free; its
-    // layout is recomputed from the header.
-    unsafe {
-        let layout = block_layout((*block).len);
-        dealloc(block.cast(), layout);
-    }
+    // SAFETY: per the contract; the layout is recomputed from the header.
+    unsafe { dealloc(block.cast(), heap_block_layout((*block).capacity)) };
 }
 
 /// One key's record. Lives in exactly one table's index until unlinked;
 /// freed through the epoch framework after that.
+#[repr(C)]
 pub(crate) struct Record {
     word: AtomicU64,
     value: AtomicPtr<ValueBlock>,
 }
 
-/// A consistent view of a record: its word and its value at that word.
-#[derive(Clone, Copy)]
-pub(crate) struct Snapshot {
-    pub(crate) word: u64,
-    pub(crate) value: *const ValueBlock,
-}
+const RECORD_HEADER: usize = std::mem::size_of::<Record>();
 
-impl Snapshot {
-    #[inline]
-    pub(crate) fn is_absent(&self) -> bool {
-        self.word & ABSENT_BIT != 0
-    }
-    #[inline]
-    pub(crate) fn is_unlinked(&self) -> bool {
-        self.word & UNLINKED_BIT != 0
-    }
+fn record_layout(capacity: u32) -> Layout {
+    Layout::from_size_align(RECORD_HEADER + BLOCK_HEADER + capacity as usize, WORD)
+        .expect("record layout")
 }
 
 /// Spins `iteration` times politely, yielding the CPU now and then so an
@@ -106,13 +171,35 @@ pub(crate) fn backoff(iteration: u32) {
     }
 }
 
+/// What a reader saw of a record: its word and, if present, its value
+/// copied into the reader's arena.
+pub(crate) struct Snapshot {
+    pub(crate) word: u64,
+    pub(crate) value: Option<Bytes>,
+}
+
+impl Snapshot {
+    #[inline]
+    pub(crate) fn is_unlinked(&self) -> bool {
+        self.word & UNLINKED_BIT != 0
+    }
+}
+
 impl Record {
-    /// An insert placeholder: absent and locked by its creator.
-    pub(crate) fn new_placeholder() -> Box<Record> {
-        Box::new(Record {
-            word: AtomicU64::new(LATEST_BIT | ABSENT_BIT | LOCK_BIT),
-            value: AtomicPtr::new(ptr::null_mut()),
-        })
+    #[inline]
+    fn inline_block(&self) -> *mut ValueBlock {
+        (self as *const Self)
+            .cast::<u8>()
+            .wrapping_add(RECORD_HEADER)
+            .cast::<ValueBlock>()
+            .cast_mut()
+    }
+
+    #[inline]
+    fn block(&self) -> &ValueBlock {
+        // SAFETY: `value` always points to a live block: the inline one,
+        // or a heap block retired (not freed) while readers may hold it.
+        unsafe { &*self.value.load(Ordering::Acquire) }
     }
 
     /// The current word, without waiting for a lock.
@@ -121,29 +208,47 @@ impl Record {
         self.word.load(Ordering::Acquire)
     }
 
-    /// Reads a consistent `(word, value)`. Waits while a writer holds the
-    /// lock of a present record; a locked absent record (an insert in flight)
-    /// reads as absent at once — commit-time validation catches the change.
+    /// The word once no committing writer holds a present record's lock
+    /// (a locked absent record — an insert in flight — is returned as is).
     #[inline]
-    pub(crate) fn read(&self) -> Snapshot {
+    pub(crate) fn stable_word(&self) -> u64 {
         let mut iteration = 0;
         loop {
             let word = self.word.load(Ordering::Acquire);
+            if word & LOCK_BIT == 0 || word & ABSENT_BIT != 0 {
+                return word;
+            }
+            backoff(iteration);
+            iteration += 1;
+        }
+    }
+
+    /// Reads a consistent `(word, value)`, copying the value into `arena`.
+    /// Waits while a writer holds the lock of a present record; a locked
+    /// absent record (an insert in flight) reads as absent at once —
+    /// commit-time validation catches the change.
+    #[inline]
+    pub(crate) fn read(&self, arena: &mut Arena) -> Snapshot {
+        let mut iteration = 0;
+        loop {
+            let word = self.word.load(Ordering::Acquire);
+            if word & ABSENT_BIT != 0 {
+                return Snapshot { word, value: None };
+            }
             if word & LOCK_BIT != 0 {
-                if word & ABSENT_BIT != 0 {
-                    return Snapshot {
-                        word,
-                        value: ptr::null(),
-                    };
-                }
                 backoff(iteration);
                 iteration += 1;
                 continue;
             }
-            let value = self.value.load(Ordering::Acquire);
-            // The acquire load above keeps this load after it.
-            if self.word.load(Ordering::Acquire) == word {
-                return Snapshot { word, value };
+            let value = self.block().load_into(arena);
+            // Pairs with the release fence taken after locking: if the copy
+            // saw any byte written under the lock, this sees the lock.
+            fence(Ordering::Acquire);
+            if self.word.load(Ordering::Relaxed) == word {
+                return Snapshot {
+                    word,
+                    value: Some(value),
+                };
             }
         }
     }
@@ -167,6 +272,8 @@ impl Record {
                     )
                     .is_ok()
                 {
+                    // Order the lock before any in-place write (seqlock).
+                    fence(Ordering::Release);
                     return true;
                 }
             } else if iteration >= max_spins {
@@ -186,44 +293,44 @@ impl Record {
     }
 
     /// Installs `value` (None: delete) at `tid` and unlocks. The record must
-    /// be locked by the caller. Returns the replaced block, for retirement.
+    /// be locked by the caller. A value that fits is written in place;
+    /// a larger one gets a new heap block, and the old heap block is retired.
     #[inline]
     pub(crate) fn install_and_unlock(
         &self,
         tid: Tid,
-        value: Option<NonNull<ValueBlock>>,
-    ) -> *mut ValueBlock {
+        value: Option<&[u8]>,
+        handle: &mut EpochHandle,
+    ) {
         debug_assert!(self.word.load(Ordering::Relaxed) & LOCK_BIT != 0);
-        let new = value.map_or(ptr::null_mut(), NonNull::as_ptr);
-        let old = self.value.swap(new, Ordering::AcqRel);
+        if let Some(bytes) = value {
+            let current = self.value.load(Ordering::Relaxed);
+            // SAFETY: we hold the lock; `current` is live.
+            let block = unsafe { &*current };
+            if bytes.len() <= block.capacity as usize {
+                block.store(bytes);
+            } else {
+                let grown = new_heap_block(bytes);
+                self.value.store(grown.as_ptr(), Ordering::Release);
+                if current != self.inline_block() {
+                    // SAFETY: unreachable for new readers now; retired once.
+                    unsafe { handle.retire(current.cast(), free_heap_block) };
+                }
+            }
+        }
         let absent = if value.is_some() { 0 } else { ABSENT_BIT };
         self.word
             .store(tid.raw() | LATEST_BIT | absent, Ordering::Release);
-        old
     }
 
     /// Marks a locked record unlinked (it has left its index) and unlocks.
-    /// Returns its value block, for retirement.
-    pub(crate) fn unlink_and_unlock(&self) -> *mut ValueBlock {
+    pub(crate) fn unlink_and_unlock(&self) {
         let word = self.word.load(Ordering::Relaxed);
         debug_assert!(word & LOCK_BIT != 0);
-        let old = self.value.swap(ptr::null_mut(), Ordering::AcqRel);
         self.word.store(
             (word & !LOCK_BIT) | ABSENT_BIT | UNLINKED_BIT,
             Ordering::Release,
         );
-        old
-    }
-}
-
-impl Drop for Record {
-    fn drop(&mut self) {
-        let value = *self.value.get_mut();
-        if !value.is_null() {
-            // SAFETY: a record is dropped only once unreachable (epoch
-            // reclamation or database teardown), and so is its value.
-            unsafe { free_value(value.cast()) };
-        }
     }
 }
 
@@ -238,8 +345,26 @@ unsafe impl Send for RecordRef {}
 unsafe impl Sync for RecordRef {}
 
 impl RecordRef {
-    pub(crate) fn from_box(record: Box<Record>) -> Self {
-        Self(NonNull::from(Box::leak(record)))
+    /// A new insert placeholder: absent, locked by its creator, with room
+    /// for `capacity` bytes of value inline.
+    pub(crate) fn new_placeholder(capacity: usize) -> Self {
+        let capacity = capacity_for(capacity);
+        let layout = record_layout(capacity);
+        // SAFETY: non-zero size.
+        let raw = unsafe { alloc(layout) }.cast::<Record>();
+        let Some(record) = NonNull::new(raw) else {
+            handle_alloc_error(layout)
+        };
+        // SAFETY: a fresh allocation laid out as header + inline block.
+        unsafe {
+            let inline = raw.cast::<u8>().add(RECORD_HEADER).cast::<ValueBlock>();
+            ValueBlock::init(inline, capacity);
+            raw.write(Record {
+                word: AtomicU64::new(LATEST_BIT | ABSENT_BIT | LOCK_BIT),
+                value: AtomicPtr::new(inline),
+            });
+        }
+        Self(record)
     }
 
     /// The record.
@@ -271,12 +396,21 @@ impl RecordRef {
     }
 }
 
-/// Frees a record (type-erased, for the epoch framework).
+/// Frees a record and its heap value block, if any (type-erased, for the
+/// epoch framework and teardown).
 ///
 /// # Safety
-/// `record` must come from `RecordRef::from_box`, be unreachable, and be
-/// freed once.
+/// `record` must come from [`RecordRef::new_placeholder`], be unreachable,
+/// and be freed once.
 pub(crate) unsafe fn free_record(record: *mut ()) {
-    // SAFETY: forwarded from the caller.
-    drop(unsafe { Box::from_raw(record.cast::<Record>()) });
+    let record = record.cast::<Record>();
+    // SAFETY: per the contract the record is live and ours to free.
+    unsafe {
+        let inline = (*record).inline_block();
+        let current = *(*record).value.as_ptr();
+        if current != inline {
+            free_heap_block(current.cast());
+        }
+        dealloc(record.cast(), record_layout((*inline).capacity));
+    }
 }

@@ -6,8 +6,9 @@ use std::ops::Bound;
 
 use epochdb_epoch::EpochHandle;
 
+use crate::blob::free_blob;
 use crate::index::Tree;
-use crate::record::{free_value, RecordRef};
+use crate::record::RecordRef;
 
 /// Identifies a table within one database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -61,7 +62,7 @@ impl Table {
         if let Some(copy) = key_copy {
             // SAFETY: the key copy just left the index; concurrent readers
             // are epoch-protected, so it is freed only after they finish.
-            unsafe { handle.retire(copy, free_value) };
+            unsafe { handle.retire(copy, free_blob) };
         }
         removed
     }

@@ -1,19 +1,21 @@
 //! A transaction's execution: reads into the read set, writes into the write
 //! set, scans into the scan set (silor-osdi14 §2; Silo §4).
 //!
-//! Memory safety rests on one rule: a worker is epoch-protected for the
-//! whole of [`crate::Worker::run`], so every record and value block it
-//! loads from an index stays allocated until the call returns (they are
-//! freed only through epoch reclamation after being unlinked or replaced).
-//! That is why reads can hand out `&'t [u8]` without copying.
+//! Memory safety rests on two rules. A worker is epoch-protected for the
+//! whole of [`crate::Worker::run`], so every record it loads from an index
+//! stays allocated until the call returns (records and replaced value
+//! blocks are freed only through epoch reclamation). And the values a body
+//! sees — read ones, copied out of records, and its own pending writes —
+//! live in the transaction's arena, which is reset only when the body and
+//! its commit are done; so `&'t [u8]` stays valid for the whole body.
 
 use std::ops::Bound;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
+use crate::arena::{Arena, Bytes};
 use crate::durability::WriteRecord;
 use crate::error::Abort;
-use crate::record::{free_value, new_value, value_bytes, Record, RecordRef, ValueBlock};
+use crate::record::{RecordRef, Snapshot};
 use crate::table::{Table, TableId};
 
 /// A span of the transaction's key arena.
@@ -73,8 +75,8 @@ pub(crate) struct WriteEntry {
     pub(crate) table: TableId,
     pub(crate) key: KeySpan,
     pub(crate) record: RecordRef,
-    /// The new value, or `None` for a delete. Owned until installed.
-    pub(crate) value: Option<NonNull<ValueBlock>>,
+    /// The new value (in the transaction's arena), or `None` for a delete.
+    pub(crate) value: Option<Bytes>,
     /// The record is our insert placeholder, locked since it was created.
     pub(crate) inserted: bool,
 }
@@ -95,11 +97,9 @@ impl WriteSet {
         self.entries.iter().map(move |entry| WriteRecord {
             table: entry.table,
             key: self.keys.get(entry.key),
-            value: entry.value.map(|block| {
-                // SAFETY: the block is owned by this write set until it is
-                // installed, and the view does not outlive the write set.
-                unsafe { value_bytes(block.as_ptr()) }
-            }),
+            // SAFETY: pending values live in the transaction's arena, which
+            // outlives the write set's use in this transaction.
+            value: entry.value.map(|bytes| unsafe { bytes.as_slice() }),
         })
     }
 
@@ -128,14 +128,13 @@ pub(crate) struct TxState {
     pub(crate) scan_seen: Vec<RecordRef>,
     /// Scan bounds and absent keys.
     pub(crate) keys: KeyArena,
-    /// Pending values replaced within the transaction: never published,
-    /// freed when it ends (a caller may still hold a slice into one).
-    pub(crate) discarded: Vec<NonNull<ValueBlock>>,
+    /// Values read and values to write.
+    pub(crate) arena: Arena,
 }
 
-// SAFETY: the value blocks a TxState points to are owned by it (pending
-// writes, discarded values) or are shared records (RecordRef is Send); it
-// can move to another thread between transactions like any owned buffer.
+// SAFETY: the arena spans a TxState holds point into its own arena, and its
+// records are shared (RecordRef is Send); it can move to another thread
+// between transactions like any owned buffer.
 unsafe impl Send for TxState {}
 
 impl TxState {
@@ -147,15 +146,34 @@ impl TxState {
         self.scans.clear();
         self.scan_seen.clear();
         self.keys.bytes.clear();
-        self.free_discarded();
+        self.arena.reset();
     }
+}
 
-    pub(crate) fn free_discarded(&mut self) {
-        for block in self.discarded.drain(..) {
-            // SAFETY: never published; the transaction that could hold a
-            // slice into it has ended.
-            unsafe { free_value(block.as_ptr().cast()) };
+/// Looks `key` up, retrying past records unlinked under us. Returns the
+/// record and what was read of it (the value copied into `arena` only when
+/// `with_value`).
+#[inline]
+fn locate(
+    table: &Table,
+    key: &[u8],
+    arena: &mut Arena,
+    with_value: bool,
+) -> Option<(RecordRef, Snapshot)> {
+    loop {
+        let record = table.lookup(key)?;
+        let snapshot = if with_value {
+            record.get().read(arena)
+        } else {
+            Snapshot {
+                word: record.get().stable_word(),
+                value: None,
+            }
+        };
+        if !snapshot.is_unlinked() {
+            return Some((record, snapshot));
         }
+        std::hint::spin_loop();
     }
 }
 
@@ -180,20 +198,6 @@ impl<'t> Transaction<'t> {
         }
     }
 
-    /// Looks `key` up, retrying past records unlinked under us. Returns the
-    /// record and a consistent snapshot of it.
-    #[inline]
-    fn locate(&self, table: &Table, key: &[u8]) -> Option<(RecordRef, crate::record::Snapshot)> {
-        loop {
-            let record = table.lookup(key)?;
-            let snapshot = record.get().read();
-            if !snapshot.is_unlinked() {
-                return Some((record, snapshot));
-            }
-            std::hint::spin_loop();
-        }
-    }
-
     fn note_absent_key(&mut self, table: TableId, key: &[u8]) {
         let key = self.state.keys.push(key);
         self.state.absent.push(AbsentKey { table, key });
@@ -202,48 +206,45 @@ impl<'t> Transaction<'t> {
     /// Reads `key`. `Ok(None)` when the key has no value.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&'t [u8]>, Abort> {
         let t = self.table(table);
-        let Some((record, snapshot)) = self.locate(t, key) else {
+        let Some((record, snapshot)) = locate(t, key, &mut self.state.arena, true) else {
             self.note_absent_key(table, key);
             return Ok(None);
         };
         if let Some(index) = self.state.writes.find(record) {
-            return Ok(self.state.writes.entries[index].value.map(|block| {
-                // SAFETY: pending blocks are freed only after the body
-                // returns (`discarded`) or once installed and retired
-                // through the epoch framework, which outlives `'t`.
-                unsafe { value_bytes::<'t>(block.as_ptr()) }
-            }));
+            // Read your own write. SAFETY: pending values live in the
+            // arena, which is reset only after the body returns.
+            return Ok(self.state.writes.entries[index]
+                .value
+                .map(|bytes| unsafe { bytes.as_slice::<'t>() }));
         }
         self.state.reads.push(ReadEntry {
             record,
             word: snapshot.word,
         });
-        if snapshot.is_absent() {
-            return Ok(None);
-        }
-        // SAFETY: the snapshot's block was current while we are epoch
-        // protected; it is retired, not freed, when replaced.
-        Ok(Some(unsafe { value_bytes::<'t>(snapshot.value) }))
+        // SAFETY: the copy lives in the arena, reset only after the body.
+        Ok(snapshot
+            .value
+            .map(|bytes| unsafe { bytes.as_slice::<'t>() }))
     }
 
     /// Writes `value` for `key`, inserting the key if it is missing (upsert).
     pub fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), Abort> {
-        let block = new_value(value);
-        self.write(table, key, Some(block), WriteKind::Upsert)
+        let value = self.state.arena.copy(value);
+        self.write(table, key, Some(value), WriteKind::Upsert)
             .map(|_| ())
     }
 
     /// Inserts `key` with `value` if it has no value; returns `Ok(false)`
     /// (and writes nothing) if it already has one.
     pub fn insert(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<bool, Abort> {
-        let block = new_value(value);
-        self.write(table, key, Some(block), WriteKind::Insert)
+        let value = self.state.arena.copy(value);
+        self.write(table, key, Some(value), WriteKind::Insert)
     }
 
     /// Updates `key` only if it has a value; returns `Ok(false)` otherwise.
     pub fn update(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<bool, Abort> {
-        let block = new_value(value);
-        self.write(table, key, Some(block), WriteKind::Update)
+        let value = self.state.arena.copy(value);
+        self.write(table, key, Some(value), WriteKind::Update)
     }
 
     /// Deletes `key`; returns whether it had a value.
@@ -261,19 +262,20 @@ impl<'t> Transaction<'t> {
         &mut self,
         table: TableId,
         key: &[u8],
-        value: Option<NonNull<ValueBlock>>,
+        value: Option<Bytes>,
         kind: WriteKind,
     ) -> Result<bool, Abort> {
         let t = self.table(table);
         loop {
-            let Some((record, snapshot)) = self.locate(t, key) else {
+            let Some((record, snapshot)) = locate(t, key, &mut self.state.arena, false) else {
                 if kind == WriteKind::Update {
                     self.note_absent_key(table, key);
-                    discard(value);
                     return Ok(false);
                 }
-                // Insert an absent, locked placeholder (Silo §4.5).
-                let placeholder = RecordRef::from_box(Record::new_placeholder());
+                // Insert an absent, locked placeholder (Silo §4.5), with
+                // room for the value inline.
+                let capacity = value.map_or(0, Bytes::len);
+                let placeholder = RecordRef::new_placeholder(capacity);
                 if !t.insert(key, placeholder) {
                     // SAFETY: never published; we still own it.
                     unsafe { crate::record::free_record(placeholder.as_ptr().cast()) };
@@ -298,15 +300,12 @@ impl<'t> Transaction<'t> {
                     WriteKind::Update => had_value,
                 };
                 if !applies {
-                    discard(value);
                     return Ok(false);
                 }
-                if let Some(old) = std::mem::replace(&mut entry.value, value) {
-                    self.state.discarded.push(old);
-                }
+                entry.value = value;
                 return Ok(true);
             }
-            let present = !snapshot.is_absent();
+            let present = snapshot.word & crate::tid::ABSENT_BIT == 0;
             if kind != WriteKind::Upsert {
                 // The outcome depends on presence: validate it at commit.
                 self.state.reads.push(ReadEntry {
@@ -315,7 +314,6 @@ impl<'t> Transaction<'t> {
                 });
                 let applies = present == (kind == WriteKind::Update);
                 if !applies {
-                    discard(value);
                     return Ok(false);
                 }
             }
@@ -361,13 +359,11 @@ impl<'t> Transaction<'t> {
                         if !entry.inserted {
                             state.scan_seen.push(record);
                         }
-                        // SAFETY: as in `get`: pending blocks outlive `'t`.
-                        entry
-                            .value
-                            .map(|block| unsafe { value_bytes::<'t>(block.as_ptr()) })
+                        // SAFETY: as in `get`: the arena outlives `'t`.
+                        entry.value.map(|bytes| unsafe { bytes.as_slice::<'t>() })
                     }
                     None => {
-                        let snapshot = record.get().read();
+                        let snapshot = record.get().read(&mut state.arena);
                         if snapshot.is_unlinked() {
                             conflict = true;
                             return false;
@@ -377,12 +373,10 @@ impl<'t> Transaction<'t> {
                             record,
                             word: snapshot.word,
                         });
-                        if snapshot.is_absent() {
-                            None
-                        } else {
-                            // SAFETY: as in `get`.
-                            Some(unsafe { value_bytes::<'t>(snapshot.value) })
-                        }
+                        // SAFETY: as in `get`: the copy lives in the arena.
+                        snapshot
+                            .value
+                            .map(|bytes| unsafe { bytes.as_slice::<'t>() })
                     }
                 };
                 let Some(value) = value else { return true };
@@ -443,14 +437,6 @@ pub(crate) fn to_bound(keys: &KeyArena, bound: Option<(KeySpan, bool)>) -> Bound
         None => Bound::Unbounded,
         Some((span, true)) => Bound::Included(keys.get(span)),
         Some((span, false)) => Bound::Excluded(keys.get(span)),
-    }
-}
-
-/// Frees a value block that was never published.
-fn discard(value: Option<NonNull<ValueBlock>>) {
-    if let Some(block) = value {
-        // SAFETY: the block was allocated for this write and never shared.
-        unsafe { free_value(block.as_ptr().cast()) };
     }
 }
 

@@ -49,7 +49,9 @@ fn bounds(a: u8, b: u8) -> (Vec<u8>, Vec<u8>) {
 }
 
 fn value_bytes(v: u8, k: u8) -> Vec<u8> {
-    vec![v; 1 + (k as usize % 7) * 13]
+    // Sizes vary per write, so values grow past and shrink below a
+    // record's inline capacity.
+    vec![v; 1 + (k as usize % 7) * 13 + (v as usize % 5) * 11]
 }
 
 /// Applies `op` to the model, returning what the engine must observe.

@@ -5,12 +5,12 @@
 //! (Masstree's key-slice trick). The tail word holds the length of a key of
 //! at most 8 bytes, tagged with its low bit (`len << 1 | 1`), or a pointer
 //! to an out-of-line copy of a longer key (a length-prefixed block from
-//! `record::new_value`, 8-aligned, so its low bit is 0). Short keys — most
+//! `blob::new_blob`, 8-aligned, so its low bit is 0). Short keys — most
 //! keys of the benchmarks — need no allocation and compare as integers.
 
 use std::cmp::Ordering;
 
-use crate::record::{free_value, new_value, value_bytes, ValueBlock};
+use crate::blob::{blob_bytes, free_blob, new_blob};
 
 /// The first 8 bytes of `key`, big-endian, zero-padded.
 #[inline]
@@ -48,7 +48,7 @@ pub(crate) fn make_tail(key: &[u8]) -> u64 {
     if key.len() <= 8 {
         ((key.len() as u64) << 1) | 1
     } else {
-        new_value(key).as_ptr() as u64
+        new_blob(key).as_ptr() as u64
     }
 }
 
@@ -58,8 +58,8 @@ pub(crate) fn make_tail(key: &[u8]) -> u64 {
 /// `tail` must come from [`make_tail`] and no thread may still read it.
 pub(crate) unsafe fn free_tail(tail: u64) {
     if !is_short(tail) {
-        // SAFETY: a long tail is a pointer from `new_value`; forwarded.
-        unsafe { free_value(tail as *mut ()) };
+        // SAFETY: a long tail is a pointer from `new_blob`; forwarded.
+        unsafe { free_blob(tail as *mut ()) };
     }
 }
 
@@ -82,7 +82,7 @@ pub(crate) unsafe fn key_bytes(head: u64, tail: u64, buffer: &mut [u8; 8]) -> &[
         &buffer[..len]
     } else {
         // SAFETY: forwarded from the caller.
-        unsafe { value_bytes(tail as *const ValueBlock) }
+        unsafe { blob_bytes(tail as *const crate::blob::Blob) }
     }
 }
 

@@ -14,7 +14,7 @@ use super::Tree;
 fn free_all(copies: Vec<*mut ()>) {
     for copy in copies {
         // SAFETY: removed from the tree; nothing else reads them.
-        unsafe { crate::record::free_value(copy) };
+        unsafe { crate::blob::free_blob(copy) };
     }
 }
 
