@@ -7,9 +7,8 @@
 //! 4. compute the TID (rules (a)–(c), `tid::commit_tid`);
 //! 5. hand the commit to the durability mode (write set still locked);
 //! 6. install the new values with the TID and unlock;
-//! 7. queue the records it deleted for unlinking once their epoch is safe.
+//! 7. unlink the records it deleted from their indexes.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -18,10 +17,10 @@ use epochdb_epoch::{EpochHandle, EpochManager};
 use crate::durability::{CommitView, WorkerLog};
 use crate::error::Abort;
 use crate::record::{free_record, RecordRef};
-use crate::table::{Table, TableId};
+use crate::table::Table;
 use crate::ticket::Ticket;
 use crate::tid::{commit_tid, tid_of, Tid, ABSENT_BIT, LOCK_BIT, UNLINKED_BIT};
-use crate::txn::{to_bound, TxState, WriteSet};
+use crate::txn::{TxState, WriteSet};
 
 /// Spins before a commit gives up on a record lock. Insert placeholders
 /// stay locked for their whole transaction, so an unbounded wait could
@@ -35,7 +34,6 @@ pub(crate) struct CommitContext<'a> {
     pub(crate) handle: &'a mut EpochHandle,
     pub(crate) log: &'a mut dyn WorkerLog,
     pub(crate) last_tid: &'a mut Tid,
-    pub(crate) unlinks: &'a mut VecDeque<PendingUnlink>,
 }
 
 /// Tries to commit the transaction in `state`. On success the write set's
@@ -43,7 +41,7 @@ pub(crate) struct CommitContext<'a> {
 /// must call [`rollback`].
 pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result<Ticket, Abort> {
     if state.writes.entries.is_empty() {
-        if !validate(ctx.tables, state) {
+        if !validate(state) {
             return Err(Abort::Conflict);
         }
         let max_read = state
@@ -81,7 +79,7 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
     fence(Ordering::SeqCst);
     let epoch = ctx.epochs.current();
 
-    if !validate(ctx.tables, state) {
+    if !validate(state) {
         unlock_prefix(&state.writes, state.writes.len());
         return Err(Abort::Conflict);
     }
@@ -92,6 +90,11 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
     }
     for entry in &state.writes.entries {
         max_seen = max_seen.max(tid_of(entry.record.get().word()));
+        if entry.inserted {
+            // A new record for a key whose old record may have been deleted
+            // and unlinked: order after that delete.
+            max_seen = max_seen.max(ctx.tables[entry.table.0 as usize].insert_floor());
+        }
     }
     let Some(tid) = commit_tid(max_seen, *ctx.last_tid, epoch) else {
         // This epoch's sequence space is used up; retry in the next one.
@@ -113,14 +116,19 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
             .get()
             .install_and_unlock(tid, value, ctx.handle);
     }
+    // Deleted records leave their index at once: the leaf's version changes,
+    // so any transaction that saw the key (or the range) aborts, and the
+    // table's insert floor orders a later re-insert after the delete.
     for entry in &state.writes.entries {
         if entry.value.is_none() {
-            ctx.unlinks.push_back(PendingUnlink {
-                table: entry.table,
-                key: state.writes.keys.get(entry.key).into(),
-                record: entry.record,
+            let key = state.writes.keys.get(entry.key);
+            unlink_deleted(
+                &ctx.tables[entry.table.0 as usize],
+                key,
+                entry.record,
                 tid,
-            });
+                ctx.handle,
+            );
         }
     }
     *ctx.last_tid = tid;
@@ -155,19 +163,9 @@ fn unlock_prefix(writes: &WriteSet, count: usize) {
     }
 }
 
-/// Whether `record` is in the (sorted) write set, and if so whether it is
-/// our insert placeholder.
-fn ownership(writes: &WriteSet, record: RecordRef) -> Option<bool> {
-    writes
-        .entries
-        .binary_search_by(|entry| entry.record.cmp(&record))
-        .ok()
-        .map(|index| writes.entries[index].inserted)
-}
-
 /// Checks the read set, the absent keys and the scans at the
 /// serialization point. The write set must be sorted (and locked).
-fn validate(tables: &[Arc<Table>], state: &TxState) -> bool {
+fn validate(state: &TxState) -> bool {
     let writes = &state.writes;
     for read in &state.reads {
         let current = read.record.get().word();
@@ -181,77 +179,9 @@ fn validate(tables: &[Arc<Table>], state: &TxState) -> bool {
             return false;
         }
     }
-    // A key seen missing must still be missing, or hold only our own
-    // placeholder. Any other record there is new since the read: it may have
-    // been present at the serialization point, so abort (conservatively).
-    for absent in &state.absent {
-        let table = &tables[absent.table.0 as usize];
-        if let Some(record) = table.lookup(state.keys.get(absent.key)) {
-            if ownership(writes, record) != Some(true) {
-                return false;
-            }
-        }
-    }
-    for scan in &state.scans {
-        let table = &tables[scan.table.0 as usize];
-        let start = scan.seen_start as usize;
-        let expected = &state.scan_seen[start..start + scan.seen_len as usize];
-        let mut position = 0usize;
-        let mut same = true;
-        table.scan(
-            to_bound(&state.keys, scan.lo),
-            to_bound(&state.keys, scan.hi),
-            |_, record| {
-                if ownership(writes, record) == Some(true) {
-                    return true; // our own insert, invisible to the scan set
-                }
-                if expected.get(position) != Some(&record)
-                    || record.get().word() & UNLINKED_BIT != 0
-                {
-                    same = false;
-                    return false;
-                }
-                position += 1;
-                true
-            },
-        );
-        if !same || position != expected.len() {
-            return false;
-        }
-    }
-    true
-}
-
-/// A deleted record waiting to leave its index.
-///
-/// Unlinking at once would let a concurrent scan or missing-key read see the
-/// range unchanged after an insert and a delete (ABA) and validate wrongly;
-/// so a record deleted in epoch `e` is unlinked only once the safe epoch
-/// reaches `e`: every transaction that could have observed the range
-/// before the delete has finished by then, and the others see the absent
-/// record, whose presence changes their scan set.
-pub(crate) struct PendingUnlink {
-    pub(crate) table: TableId,
-    pub(crate) key: Box<[u8]>,
-    pub(crate) record: RecordRef,
-    pub(crate) tid: Tid,
-}
-
-/// Unlinks the pending deletes whose epoch is safe, oldest first.
-pub(crate) fn unlink_safe(
-    tables: &[Arc<Table>],
-    unlinks: &mut VecDeque<PendingUnlink>,
-    safe_epoch: u64,
-    handle: &mut EpochHandle,
-) {
-    while unlinks
-        .front()
-        .is_some_and(|pending| pending.tid.epoch() <= safe_epoch)
-    {
-        let pending = unlinks.pop_front().expect("front checked");
-        let table = &tables[pending.table.0 as usize];
-        unlink_deleted(table, &pending.key, pending.record, pending.tid, handle);
-    }
+    // Phantom protection: every leaf scanned or proving a key missing must
+    // be unchanged (our own inserts were patched in when made).
+    state.nodes.iter().all(|leaf| leaf.unchanged())
 }
 
 /// Removes a deleted record from its index so its memory is reclaimed,
@@ -269,6 +199,9 @@ fn unlink_deleted(
     }
     let word = r.word();
     let still_ours = word & ABSENT_BIT != 0 && word & UNLINKED_BIT == 0 && tid_of(word) == tid;
+    if still_ours {
+        table.raise_insert_floor(tid);
+    }
     if still_ours && table.remove_if_is(key, record, handle) {
         r.unlink_and_unlock();
         // SAFETY: removed from the index; retired once.

@@ -3,12 +3,14 @@
 //! scc's `TreeIndex`, which it replaced).
 
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use epochdb_epoch::EpochHandle;
 
 use crate::blob::free_blob;
-use crate::index::Tree;
+use crate::index::{InsertedInto, LeafVersion, Tree};
 use crate::record::RecordRef;
+use crate::tid::Tid;
 
 /// Identifies a table within one database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -25,6 +27,11 @@ pub(crate) struct Table {
     pub(crate) id: TableId,
     pub(crate) name: String,
     index: Tree,
+    /// The largest TID of a deleted record unlinked from this table. A key
+    /// re-inserted after its record left the index starts a new record, so
+    /// its first TID must be ordered after the delete by this floor instead
+    /// of by the record's own TID ("largest TID wins" replay, silor §3.2).
+    unlinked_floor: AtomicU64,
 }
 
 /// Index operations. Callers must be epoch-protected (workers are, for
@@ -36,19 +43,34 @@ impl Table {
             id,
             name,
             index: Tree::new(),
+            unlinked_floor: AtomicU64::new(0),
         }
     }
 
-    /// The record for `key`, if the index holds one.
+    /// The record for `key`, or the leaf version proving it is missing.
     #[inline]
-    pub(crate) fn lookup(&self, key: &[u8]) -> Option<RecordRef> {
+    pub(crate) fn lookup(&self, key: &[u8]) -> Result<RecordRef, LeafVersion> {
         self.index.get(key).map(RecordRef::from_word)
     }
 
-    /// Inserts `record` for `key`; false if the key is already indexed.
+    /// Inserts `record` for `key`; `None` if the key is already indexed.
     #[inline]
-    pub(crate) fn insert(&self, key: &[u8], record: RecordRef) -> bool {
+    pub(crate) fn insert(&self, key: &[u8], record: RecordRef) -> Option<InsertedInto> {
         self.index.insert(key, record.to_word())
+    }
+
+    /// The floor for TIDs of records inserted into this table (see
+    /// `unlinked_floor`).
+    #[inline]
+    pub(crate) fn insert_floor(&self) -> Tid {
+        Tid::from_raw(self.unlinked_floor.load(Ordering::Acquire))
+    }
+
+    /// Raises the insert floor before a deleted record at `tid` leaves the
+    /// index: whoever inserts the key after the removal (which it observes
+    /// through the leaf's lock) then sees the floor.
+    pub(crate) fn raise_insert_floor(&self, tid: Tid) {
+        self.unlinked_floor.fetch_max(tid.raw(), Ordering::AcqRel);
     }
 
     /// Removes `key` if it still maps to `record`.
@@ -68,16 +90,21 @@ impl Table {
     }
 
     /// Visits `(key, record)` in key order over `(lo, hi)` until `visit`
-    /// returns false.
+    /// returns false, reporting every leaf read to `on_leaf`.
     #[inline]
     pub(crate) fn scan(
         &self,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
         mut visit: impl FnMut(&[u8], RecordRef) -> bool,
+        on_leaf: impl FnMut(LeafVersion),
     ) {
-        self.index
-            .scan(lo, hi, |key, value| visit(key, RecordRef::from_word(value)));
+        self.index.scan(
+            lo,
+            hi,
+            |key, value| visit(key, RecordRef::from_word(value)),
+            on_leaf,
+        );
     }
 
     /// Number of index entries (including absent records not yet unlinked).
@@ -87,9 +114,14 @@ impl Table {
 
     /// Visits every record (teardown and checkpoints).
     pub(crate) fn for_each(&self, mut visit: impl FnMut(&[u8], RecordRef)) {
-        self.scan(Bound::Unbounded, Bound::Unbounded, |key, record| {
-            visit(key, record);
-            true
-        });
+        self.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            |key, record| {
+                visit(key, record);
+                true
+            },
+            |_| (),
+        );
     }
 }

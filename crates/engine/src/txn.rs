@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::arena::{Arena, Bytes};
 use crate::durability::WriteRecord;
 use crate::error::Abort;
+use crate::index::LeafVersion;
 use crate::record::{RecordRef, Snapshot};
 use crate::table::{Table, TableId};
 
@@ -50,24 +51,6 @@ impl KeyArena {
 pub(crate) struct ReadEntry {
     pub(crate) record: RecordRef,
     pub(crate) word: u64,
-}
-
-/// A key looked up and found missing from the index.
-#[derive(Clone, Copy)]
-pub(crate) struct AbsentKey {
-    pub(crate) table: TableId,
-    pub(crate) key: KeySpan,
-}
-
-/// A range scan to re-check at commit: the records seen in `[lo, hi]`, in
-/// order, must be exactly the records there at the serialization point.
-#[derive(Clone, Copy)]
-pub(crate) struct ScanEntry {
-    pub(crate) table: TableId,
-    pub(crate) lo: Option<(KeySpan, bool)>,
-    pub(crate) hi: Option<(KeySpan, bool)>,
-    pub(crate) seen_start: u32,
-    pub(crate) seen_len: u32,
 }
 
 /// One pending write.
@@ -123,11 +106,9 @@ impl WriteSet {
 pub(crate) struct TxState {
     pub(crate) reads: Vec<ReadEntry>,
     pub(crate) writes: WriteSet,
-    pub(crate) absent: Vec<AbsentKey>,
-    pub(crate) scans: Vec<ScanEntry>,
-    pub(crate) scan_seen: Vec<RecordRef>,
-    /// Scan bounds and absent keys.
-    pub(crate) keys: KeyArena,
+    /// Leaves scanned or proving a key missing, with the versions seen
+    /// (phantom protection: Silo's node set).
+    pub(crate) nodes: Vec<LeafVersion>,
     /// Values read and values to write.
     pub(crate) arena: Arena,
 }
@@ -142,24 +123,21 @@ impl TxState {
         self.reads.clear();
         self.writes.entries.clear();
         self.writes.keys.bytes.clear();
-        self.absent.clear();
-        self.scans.clear();
-        self.scan_seen.clear();
-        self.keys.bytes.clear();
+        self.nodes.clear();
         self.arena.reset();
     }
 }
 
 /// Looks `key` up, retrying past records unlinked under us. Returns the
 /// record and what was read of it (the value copied into `arena` only when
-/// `with_value`).
+/// `with_value`), or the leaf version proving the key missing.
 #[inline]
 fn locate(
     table: &Table,
     key: &[u8],
     arena: &mut Arena,
     with_value: bool,
-) -> Option<(RecordRef, Snapshot)> {
+) -> Result<(RecordRef, Snapshot), LeafVersion> {
     loop {
         let record = table.lookup(key)?;
         let snapshot = if with_value {
@@ -171,7 +149,7 @@ fn locate(
             }
         };
         if !snapshot.is_unlinked() {
-            return Some((record, snapshot));
+            return Ok((record, snapshot));
         }
         std::hint::spin_loop();
     }
@@ -198,17 +176,15 @@ impl<'t> Transaction<'t> {
         }
     }
 
-    fn note_absent_key(&mut self, table: TableId, key: &[u8]) {
-        let key = self.state.keys.push(key);
-        self.state.absent.push(AbsentKey { table, key });
-    }
-
     /// Reads `key`. `Ok(None)` when the key has no value.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&'t [u8]>, Abort> {
         let t = self.table(table);
-        let Some((record, snapshot)) = locate(t, key, &mut self.state.arena, true) else {
-            self.note_absent_key(table, key);
-            return Ok(None);
+        let (record, snapshot) = match locate(t, key, &mut self.state.arena, true) {
+            Ok(found) => found,
+            Err(missing) => {
+                self.state.nodes.push(missing);
+                return Ok(None);
+            }
         };
         if let Some(index) = self.state.writes.find(record) {
             // Read your own write. SAFETY: pending values live in the
@@ -258,6 +234,38 @@ impl<'t> Transaction<'t> {
         Err(Abort::User)
     }
 
+    /// Inserts an absent, locked placeholder for `key` (Silo §4.5) with room
+    /// for the value inline, and records the write. Retries if the key
+    /// appears meanwhile... by looping in the caller: returns false then.
+    fn try_insert_placeholder(
+        &mut self,
+        table: TableId,
+        t: &Table,
+        key: &[u8],
+        value: Option<Bytes>,
+    ) -> bool {
+        let capacity = value.map_or(0, Bytes::len);
+        let placeholder = RecordRef::new_placeholder(capacity);
+        let Some(inserted) = t.insert(key, placeholder) else {
+            // SAFETY: never published; we still own it.
+            unsafe { crate::record::free_record(placeholder.as_ptr().cast()) };
+            return false;
+        };
+        // Our own insert must not invalidate what we saw of the leaf.
+        for node in &mut self.state.nodes {
+            inserted.patch(node);
+        }
+        let key = self.state.writes.keys.push(key);
+        self.state.writes.entries.push(WriteEntry {
+            table,
+            key,
+            record: placeholder,
+            value,
+            inserted: true,
+        });
+        true
+    }
+
     fn write(
         &mut self,
         table: TableId,
@@ -267,29 +275,18 @@ impl<'t> Transaction<'t> {
     ) -> Result<bool, Abort> {
         let t = self.table(table);
         loop {
-            let Some((record, snapshot)) = locate(t, key, &mut self.state.arena, false) else {
-                if kind == WriteKind::Update {
-                    self.note_absent_key(table, key);
-                    return Ok(false);
+            let (record, snapshot) = match locate(t, key, &mut self.state.arena, false) {
+                Ok(found) => found,
+                Err(missing) => {
+                    if kind == WriteKind::Update {
+                        self.state.nodes.push(missing);
+                        return Ok(false);
+                    }
+                    if self.try_insert_placeholder(table, t, key, value) {
+                        return Ok(true);
+                    }
+                    continue; // the key appeared meanwhile: look again
                 }
-                // Insert an absent, locked placeholder (Silo §4.5), with
-                // room for the value inline.
-                let capacity = value.map_or(0, Bytes::len);
-                let placeholder = RecordRef::new_placeholder(capacity);
-                if !t.insert(key, placeholder) {
-                    // SAFETY: never published; we still own it.
-                    unsafe { crate::record::free_record(placeholder.as_ptr().cast()) };
-                    continue;
-                }
-                let key = self.state.writes.keys.push(key);
-                self.state.writes.entries.push(WriteEntry {
-                    table,
-                    key,
-                    record: placeholder,
-                    value,
-                    inserted: true,
-                });
-                return Ok(true);
             };
             if let Some(index) = self.state.writes.find(record) {
                 let entry = &mut self.state.writes.entries[index];
@@ -331,8 +328,9 @@ impl<'t> Transaction<'t> {
 
     /// Visits the present keys of `table` in `[lo, hi)` order, at most
     /// `limit` of them, until `visit` returns false. The scan is protected
-    /// against phantoms: if the set of keys in the range it covered changes
-    /// before commit, the transaction aborts.
+    /// against phantoms: if a key is inserted into or removed from the part
+    /// of the range it covered before commit, the transaction aborts (the
+    /// index leaves it read are validated, Silo §4.6).
     pub fn scan(
         &mut self,
         table: TableId,
@@ -345,31 +343,31 @@ impl<'t> Transaction<'t> {
             return Ok(());
         }
         let t = self.table(table);
-        let seen_start = self.state.scan_seen.len();
         let mut visited = 0usize;
-        let mut stopped_at: Option<KeySpan> = None;
         let mut conflict = false;
         let state = &mut *self.state;
-        {
-            t.scan(lo, hi, |key, record| {
-                let pending = state.writes.find(record);
-                let value: Option<&'t [u8]> = match pending {
-                    Some(index) => {
-                        let entry = &state.writes.entries[index];
-                        if !entry.inserted {
-                            state.scan_seen.push(record);
-                        }
-                        // SAFETY: as in `get`: the arena outlives `'t`.
-                        entry.value.map(|bytes| unsafe { bytes.as_slice::<'t>() })
-                    }
+        let TxState {
+            reads,
+            writes,
+            nodes,
+            arena,
+        } = state;
+        t.scan(
+            lo,
+            hi,
+            |key, record| {
+                let value: Option<&'t [u8]> = match writes.find(record) {
+                    // SAFETY: as in `get`: the arena outlives `'t`.
+                    Some(index) => writes.entries[index]
+                        .value
+                        .map(|bytes| unsafe { bytes.as_slice::<'t>() }),
                     None => {
-                        let snapshot = record.get().read(&mut state.arena);
+                        let snapshot = record.get().read(arena);
                         if snapshot.is_unlinked() {
                             conflict = true;
                             return false;
                         }
-                        state.scan_seen.push(record);
-                        state.reads.push(ReadEntry {
+                        reads.push(ReadEntry {
                             record,
                             word: snapshot.word,
                         });
@@ -381,29 +379,13 @@ impl<'t> Transaction<'t> {
                 };
                 let Some(value) = value else { return true };
                 visited += 1;
-                let go_on = visit(key, value) && visited < limit;
-                if !go_on {
-                    stopped_at = Some(state.keys.push(key));
-                }
-                go_on
-            });
-        }
+                visit(key, value) && visited < limit
+            },
+            |leaf| nodes.push(leaf),
+        );
         if conflict {
             return Err(Abort::Conflict);
         }
-        let lo = bound_span(&mut self.state.keys, lo);
-        let hi = match stopped_at {
-            Some(span) => Some((span, true)),
-            None => bound_span(&mut self.state.keys, hi),
-        };
-        let seen_len = self.state.scan_seen.len() - seen_start;
-        self.state.scans.push(ScanEntry {
-            table,
-            lo,
-            hi,
-            seen_start: seen_start as u32,
-            seen_len: seen_len as u32,
-        });
         Ok(())
     }
 
@@ -421,22 +403,6 @@ impl<'t> Transaction<'t> {
             true
         })?;
         Ok(out)
-    }
-}
-
-fn bound_span(keys: &mut KeyArena, bound: Bound<&[u8]>) -> Option<(KeySpan, bool)> {
-    match bound {
-        Bound::Unbounded => None,
-        Bound::Included(key) => Some((keys.push(key), true)),
-        Bound::Excluded(key) => Some((keys.push(key), false)),
-    }
-}
-
-pub(crate) fn to_bound(keys: &KeyArena, bound: Option<(KeySpan, bool)>) -> Bound<&[u8]> {
-    match bound {
-        None => Bound::Unbounded,
-        Some((span, true)) => Bound::Included(keys.get(span)),
-        Some((span, false)) => Bound::Excluded(keys.get(span)),
     }
 }
 

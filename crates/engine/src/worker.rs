@@ -2,13 +2,12 @@
 //! owns its epoch handle, its durability handle and reusable transaction
 //! buffers; one per thread.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use epochdb_epoch::EpochHandle;
 
-use crate::commit::{commit, rollback, unlink_safe, CommitContext, PendingUnlink};
+use crate::commit::{commit, rollback, CommitContext};
 use crate::db::Shared;
 use crate::durability::WorkerLog;
 use crate::error::{Abort, OpenError, TxError};
@@ -38,7 +37,6 @@ pub struct Worker {
     tables: Vec<Arc<Table>>,
     tables_version: usize,
     last_tid: Tid,
-    unlinks: VecDeque<PendingUnlink>,
     stats: WorkerStats,
 }
 
@@ -67,7 +65,6 @@ impl Worker {
             tables,
             tables_version,
             last_tid: Tid::ZERO,
-            unlinks: VecDeque::new(),
             stats: WorkerStats::default(),
         })
     }
@@ -117,7 +114,6 @@ impl Worker {
                         handle: &mut self.handle,
                         log: self.log.as_mut(),
                         last_tid: &mut self.last_tid,
-                        unlinks: &mut self.unlinks,
                     };
                     commit(&mut ctx, &mut self.state).map(|ticket| (value, ticket))
                 }
@@ -160,10 +156,6 @@ impl Worker {
         let epoch = self.handle.refresh();
         if epoch != previous {
             self.log.on_epoch(epoch);
-            if !self.unlinks.is_empty() {
-                let safe = self.shared.epochs.safe();
-                unlink_safe(&self.tables, &mut self.unlinks, safe, &mut self.handle);
-            }
         }
         let version = self.shared.tables_version.load(Ordering::Acquire);
         if version != self.tables_version {

@@ -5,7 +5,7 @@
 mod key;
 mod tree;
 
-pub(crate) use tree::Tree;
+pub(crate) use tree::{InsertedInto, LeafVersion, Tree};
 
 #[cfg(test)]
 mod tests;

@@ -60,24 +60,24 @@ proptest! {
                 Op::Insert(k, v) => {
                     let fresh = !model.contains_key(k);
                     if fresh { model.insert(k.clone(), *v); }
-                    prop_assert_eq!(tree.insert(k, *v), fresh);
+                    prop_assert_eq!(tree.insert(k, *v).is_some(), fresh);
                 }
                 Op::Remove(k) => {
                     let (removed, copy) = tree.remove_if(k, |_| true);
                     copies.extend(copy);
                     prop_assert_eq!(removed, model.remove(k).is_some());
                 }
-                Op::Get(k) => prop_assert_eq!(tree.get(k), model.get(k).copied()),
+                Op::Get(k) => prop_assert_eq!(tree.get(k).ok(), model.get(k).copied()),
                 Op::Scan(lo, hi) => {
                     let mut seen = Vec::new();
-                    tree.scan(Bound::Included(lo), Bound::Excluded(hi), |k, v| { seen.push((k.to_vec(), v)); true });
+                    tree.scan(Bound::Included(lo), Bound::Excluded(hi), |k, v| { seen.push((k.to_vec(), v)); true }, |_| ());
                     let want: Vec<_> = model.range::<Vec<u8>, _>((Bound::Included(lo), Bound::Excluded(hi))).map(|(k, v)| (k.clone(), *v)).collect();
                     prop_assert_eq!(seen, want);
                 }
             }
         }
         let mut all = Vec::new();
-        tree.scan(Bound::Unbounded, Bound::Unbounded, |k, v| { all.push((k.to_vec(), v)); true });
+        tree.scan(Bound::Unbounded, Bound::Unbounded, |k, v| { all.push((k.to_vec(), v)); true }, |_| ());
         prop_assert_eq!(all, model.into_iter().collect::<Vec<_>>());
         free_all(copies);
     }
@@ -86,22 +86,22 @@ proptest! {
 #[test]
 fn remove_if_checks_the_value() {
     let tree = Tree::new();
-    assert!(tree.insert(b"k", 7));
+    assert!(tree.insert(b"k", 7).is_some());
     assert!(!tree.remove_if(b"k", |v| v == 8).0);
-    assert_eq!(tree.get(b"k"), Some(7));
+    assert_eq!(tree.get(b"k").ok(), Some(7));
     assert!(tree.remove_if(b"k", |v| v == 7).0);
-    assert_eq!(tree.get(b"k"), None);
+    assert!(tree.get(b"k").is_err());
 }
 
 #[test]
 fn many_sequential_and_reverse_inserts_split_correctly() {
     let tree = Tree::new();
     for n in (0..20_000u64).rev() {
-        assert!(tree.insert(&(n * 2).to_be_bytes(), n));
+        assert!(tree.insert(&(n * 2).to_be_bytes(), n).is_some());
     }
     for n in 0..20_000u64 {
-        assert_eq!(tree.get(&(n * 2).to_be_bytes()), Some(n));
-        assert_eq!(tree.get(&(n * 2 + 1).to_be_bytes()), None);
+        assert_eq!(tree.get(&(n * 2).to_be_bytes()).ok(), Some(n));
+        assert!(tree.get(&(n * 2 + 1).to_be_bytes()).is_err());
     }
     assert_eq!(tree.len(), 20_000);
 }
@@ -119,7 +119,7 @@ fn concurrent_churn_never_hides_stable_keys() {
         key
     };
     for n in 0..STABLE {
-        assert!(tree.insert(&long(n * 2), n * 2));
+        assert!(tree.insert(&long(n * 2), n * 2).is_some());
     }
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..2u64)
@@ -133,7 +133,7 @@ fn concurrent_churn_never_hides_stable_keys() {
                     x ^= x >> 7;
                     x ^= x << 17;
                     let n = (x % STABLE) * 2 + 1;
-                    if !tree.insert(&long(n), n) {
+                    if tree.insert(&long(n), n).is_none() {
                         copies.extend(tree.remove_if(&long(n), |_| true).1.map(|p| p as usize));
                     }
                 }
@@ -146,20 +146,25 @@ fn concurrent_churn_never_hides_stable_keys() {
     while started.elapsed() < std::time::Duration::from_millis(1500) {
         let mut expected = 0u64;
         let mut last: Option<Vec<u8>> = None;
-        tree.scan(Bound::Unbounded, Bound::Unbounded, |key, value| {
-            if let Some(last) = &last {
-                assert!(key > last.as_slice(), "scan out of order");
-            }
-            last = Some(key.to_vec());
-            if value % 2 == 0 {
-                assert_eq!(value, expected, "a stable key was skipped or repeated");
-                expected += 2;
-            }
-            true
-        });
+        tree.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            |key, value| {
+                if let Some(last) = &last {
+                    assert!(key > last.as_slice(), "scan out of order");
+                }
+                last = Some(key.to_vec());
+                if value % 2 == 0 {
+                    assert_eq!(value, expected, "a stable key was skipped or repeated");
+                    expected += 2;
+                }
+                true
+            },
+            |_| (),
+        );
         assert_eq!(expected, STABLE * 2, "scan missed stable keys at the end");
         let probe = (scans as u64 * 7919) % STABLE * 2;
-        assert_eq!(tree.get(&long(probe)), Some(probe));
+        assert_eq!(tree.get(&long(probe)).ok(), Some(probe));
         scans += 1;
     }
     stop.store(true, Ordering::Relaxed);
@@ -172,4 +177,33 @@ fn concurrent_churn_never_hides_stable_keys() {
         .collect();
     free_all(copies);
     assert!(scans > 5);
+}
+
+#[test]
+fn leaf_versions_see_every_change_and_patch_our_own() {
+    let tree = Tree::new();
+    for n in 0..10u64 {
+        tree.insert(&n.to_be_bytes(), n);
+    }
+    let mut seen = Vec::new();
+    tree.scan(
+        Bound::Unbounded,
+        Bound::Unbounded,
+        |_, _| true,
+        |leaf| seen.push(leaf),
+    );
+    let mut missing = tree.get(&100u64.to_be_bytes()).unwrap_err();
+    assert!(seen.iter().all(|leaf| leaf.unchanged()) && missing.unchanged());
+    // Our own insert: patching keeps the recorded versions valid.
+    let ours = tree.insert(&50u64.to_be_bytes(), 50).unwrap();
+    assert!(!missing.unchanged());
+    ours.patch(&mut missing);
+    for leaf in &mut seen {
+        ours.patch(leaf);
+    }
+    assert!(missing.unchanged() && seen.iter().all(|leaf| leaf.unchanged()));
+    // Someone else's change is not patched away.
+    let (removed, copy) = tree.remove_if(&3u64.to_be_bytes(), |_| true);
+    assert!(removed && copy.is_none());
+    assert!(!missing.unchanged());
 }

@@ -210,6 +210,52 @@ impl Inner {
     }
 }
 
+/// A leaf and the version it had when a transaction looked at it: the
+/// unit of phantom protection (Silo §4.6 node sets). Any insert into or
+/// removal from the leaf, and any split of it, changes its version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeafVersion {
+    leaf: *const Leaf,
+    version: u64,
+}
+
+// SAFETY: a plain pointer to a node that lives as long as its tree.
+unsafe impl Send for LeafVersion {}
+
+impl LeafVersion {
+    /// Whether the leaf is unchanged (and unlocked) since then.
+    #[inline]
+    pub(crate) fn unchanged(&self) -> bool {
+        // SAFETY: leaves are never freed while the tree lives, and a
+        // transaction's node set never outlives its tables.
+        unsafe { &*self.leaf }
+            .header
+            .version
+            .load(Ordering::Acquire)
+            == self.version
+    }
+}
+
+/// What an insert did to its leaf, so a transaction that had recorded the
+/// leaf can tell its own change from someone else's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InsertedInto {
+    /// The leaf as it was just before the insert.
+    pub(crate) before: LeafVersion,
+    /// Its version just after.
+    pub(crate) after: u64,
+}
+
+impl InsertedInto {
+    /// Moves `recorded` past our own insert if nothing else changed.
+    #[inline]
+    pub(crate) fn patch(&self, recorded: &mut LeafVersion) {
+        if *recorded == self.before {
+            recorded.version = self.after;
+        }
+    }
+}
+
 /// The tree. Values are opaque 64-bit words.
 pub(crate) struct Tree {
     root: AtomicPtr<Header>,
@@ -276,8 +322,9 @@ impl Tree {
         }
     }
 
-    /// The value stored for `key`.
-    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
+    /// The value stored for `key`, or, when it is missing, the leaf (and
+    /// version) where it would be — the proof of its absence.
+    pub(crate) fn get(&self, key: &[u8]) -> Result<u64, LeafVersion> {
         let probe = Probe::new(key);
         loop {
             let Ok((leaf, version)) = self.find_leaf(&probe) else {
@@ -295,14 +342,14 @@ impl Tree {
                     .then_some(value)
             });
             if leaf.header.validate(version).is_ok() {
-                return found.flatten();
+                return found.flatten().ok_or(LeafVersion { leaf, version });
             }
         }
     }
 
-    /// Inserts `key → value` unless `key` is present; returns whether it
-    /// inserted.
-    pub(crate) fn insert(&self, key: &[u8], value: u64) -> bool {
+    /// Inserts `key → value` unless `key` is present; returns what it did
+    /// to its leaf, or `None` if the key was there.
+    pub(crate) fn insert(&self, key: &[u8], value: u64) -> Option<InsertedInto> {
         let probe = Probe::new(key);
         loop {
             if let Ok(inserted) = self.try_insert(&probe, value) {
@@ -311,7 +358,7 @@ impl Tree {
         }
     }
 
-    fn try_insert(&self, probe: &Probe<'_>, value: u64) -> Step<bool> {
+    fn try_insert(&self, probe: &Probe<'_>, value: u64) -> Step<Option<InsertedInto>> {
         let (mut pointer, mut version) = self.enter()?;
         let mut parent: Option<(&Inner, u64, usize)> = None;
         loop {
@@ -353,7 +400,7 @@ impl Tree {
                 // SAFETY: we hold the lock; the key copy is live.
                 if unsafe { compare(probe, head, tail) }.is_eq() {
                     node.unlock();
-                    return Ok(false);
+                    return Ok(None);
                 }
             }
             for i in (slot..count).rev() {
@@ -365,7 +412,11 @@ impl Tree {
             leaf.values[slot].store(value, Ordering::Relaxed);
             node.count.store(count as u32 + 1, Ordering::Relaxed);
             node.unlock();
-            return Ok(true);
+            // `upgrade` and `unlock` each add LOCKED to the version.
+            return Ok(Some(InsertedInto {
+                before: LeafVersion { leaf, version },
+                after: version + 2 * LOCKED,
+            }));
         }
     }
 
@@ -484,7 +535,7 @@ impl Tree {
         leaf: &Leaf,
         out: &mut [Entry; CAPACITY],
         from: Option<&Probe<'_>>,
-    ) -> Step<(usize, *mut Leaf)> {
+    ) -> Step<(usize, *mut Leaf, LeafVersion)> {
         let version = leaf.header.read_lock()?;
         let count = leaf.header.count();
         let start = from.map_or(0, |probe| {
@@ -499,17 +550,21 @@ impl Tree {
         }
         let next = leaf.next.load(Ordering::Acquire);
         leaf.header.validate(version)?;
-        Ok((count - start, next))
+        Ok((count - start, next, LeafVersion { leaf, version }))
     }
 
     /// Visits `(key, value)` in key order over `(lo, hi)` until `visit`
-    /// returns false. Not atomic: concurrent changes may or may not be seen,
-    /// but a key present throughout is always visited exactly once.
+    /// returns false, reporting each leaf it read (with the version of the
+    /// read) to `on_leaf` before visiting its entries. Not atomic:
+    /// concurrent changes may or may not be seen, but a key present
+    /// throughout is always visited exactly once, and any change to the
+    /// range visited changes one of the reported leaves.
     pub(crate) fn scan(
         &self,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
         mut visit: impl FnMut(&[u8], u64) -> bool,
+        mut on_leaf: impl FnMut(LeafVersion),
     ) {
         let start = match lo {
             Bound::Included(key) | Bound::Excluded(key) => key,
@@ -530,11 +585,12 @@ impl Tree {
         loop {
             // Only the first leaf holds keys below `lo`: seek past them.
             let from = first.then_some(&probe);
-            let (count, next) = loop {
+            let (count, next, seen) = loop {
                 if let Ok(snapshot) = Self::snapshot(leaf, &mut entries, from) {
                     break snapshot;
                 }
             };
+            on_leaf(seen);
             for entry in &entries[..count] {
                 let mut buffer = [0u8; 8];
                 // SAFETY: the snapshot was consistent, and long-key copies
