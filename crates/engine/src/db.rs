@@ -10,6 +10,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::Config;
 use crate::durability::DurabilityMode;
 use crate::error::{DurabilityError, OpenError};
+use crate::pool::WorkerPool;
 use crate::record::free_record;
 use crate::table::{Table, TableId};
 use crate::worker::Worker;
@@ -168,9 +169,21 @@ impl Database {
         Worker::new(self.shared.clone())
     }
 
+    /// Starts a pool of `Config::workers` threads (one per core by default)
+    /// that run transactions submitted as closures.
+    pub fn worker_pool(&self) -> Result<WorkerPool, OpenError> {
+        WorkerPool::new(self, self.shared.config.workers)
+    }
+
     /// The global epoch `E`.
     pub fn current_epoch(&self) -> u64 {
         self.shared.epochs.current()
+    }
+
+    /// The safe epoch: every worker has left all epochs up to it (an idle,
+    /// quiesced worker holds nothing back).
+    pub fn safe_epoch(&self) -> u64 {
+        self.shared.epochs.compute_safe()
     }
 
     /// Flushes and stops the durability mode; later commits fail to become
