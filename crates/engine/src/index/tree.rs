@@ -34,21 +34,25 @@ struct Header {
     leaf: bool,
 }
 
+/// Field order matters: a lookup needs the header, the heads and then one
+/// value, so those come first and are prefetched together; tails (needed
+/// only when heads tie) come last.
 #[repr(C)]
 struct Leaf {
     header: Header,
     heads: [AtomicU64; CAPACITY],
-    tails: [AtomicU64; CAPACITY],
     values: [AtomicU64; CAPACITY],
+    tails: [AtomicU64; CAPACITY],
     next: AtomicPtr<Leaf>,
 }
 
+/// As for leaves: header, heads and children first, tails last.
 #[repr(C)]
 struct Inner {
     header: Header,
     heads: [AtomicU64; CAPACITY],
-    tails: [AtomicU64; CAPACITY],
     children: [AtomicPtr<Header>; CAPACITY + 1],
+    tails: [AtomicU64; CAPACITY],
 }
 
 fn zeroed<const N: usize>() -> [AtomicU64; N] {
@@ -87,16 +91,21 @@ impl Inner {
     }
 }
 
-/// Asks the CPU to start loading `node`'s first lines (header and heads)
-/// before we need them, so the misses of one node overlap instead of
-/// queueing one after another (as Masstree prefetches whole nodes).
+/// Lines of a node to prefetch: the header, the heads and the values or
+/// children (16 + 256 + 264 bytes).
+const PREFETCH_LINES: usize = 9;
+
+/// Asks the CPU to start loading `node`'s first lines (header, heads, and
+/// values or children) before we need them, so the misses of one node
+/// overlap instead of queueing one after another (as Masstree prefetches
+/// whole nodes).
 #[inline(always)]
 fn prefetch(node: *const Header) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let base = node.cast::<i8>();
-        for line in 0..5 {
+        for line in 0..PREFETCH_LINES {
             // SAFETY: prefetching is a hint; it never faults, even for
             // addresses past the node.
             unsafe { _mm_prefetch(base.wrapping_add(line * 64), _MM_HINT_T0) };
