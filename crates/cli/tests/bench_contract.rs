@@ -100,3 +100,43 @@ fn bad_flags_are_named() {
     assert!(!result.status.success());
     assert!(String::from_utf8_lossy(&result.stderr).contains("--threads"));
 }
+
+#[test]
+fn fcc_json_has_one_run_per_algorithm_and_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fcc.json");
+    let result = epochdb(&[
+        "bench",
+        "fcc",
+        "--algo",
+        "ns,zigzag",
+        "--updates-per-sec",
+        "10000,40000",
+        "--state-mb",
+        "2",
+        "--duration",
+        "1",
+        "--checkpoint-period",
+        "0.5",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let report = json(&out);
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for run in runs {
+        assert!(run["algo"].is_string());
+        assert!(run["updates_per_sec"].as_u64().is_some());
+        assert!(run["overhead_ms_per_period"].as_f64().is_some());
+        assert!(run["interval_added_ms"]["p50"].as_f64().is_some());
+        assert!(run["interval_added_ms"]["max"].as_f64().is_some());
+    }
+    let result = epochdb(&["bench", "fcc", "--workload", "mmo"]);
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("--workload"));
+}

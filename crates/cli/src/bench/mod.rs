@@ -2,6 +2,7 @@
 //! of DESIGN.md's contract. Comparisons run back to back in one process
 //! with identical settings and report ratios.
 
+mod fcc;
 mod plot;
 mod report;
 mod runner;
@@ -25,6 +26,9 @@ pub(crate) enum BenchCommand {
     /// TPC-C: the nine tables, two secondary indexes and the five
     /// transactions in the standard mix, one home warehouse per thread.
     Tpcc(TpccArgs),
+    /// Checkpoints for frequently-consistent applications (Cao et al.):
+    /// overhead per checkpoint period and the mutator's latency peaks.
+    Fcc(fcc::FccArgs),
 }
 
 /// Settings every engine benchmark shares.
@@ -130,6 +134,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
             };
             run_modes(&args.common, &make, "YCSB")
         }
+        BenchCommand::Fcc(args) => fcc::run(args),
         BenchCommand::Tpcc(args) => {
             let warehouses = args.warehouses.unwrap_or(args.common.threads as u32);
             let config = if args.small {
