@@ -135,10 +135,10 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
     Ok(ticket)
 }
 
-/// Undoes an uncommitted transaction: unlinks its insert placeholders and
-/// frees its pending values. Records it locked at commit must already be
-/// unlocked.
-pub(crate) fn rollback(tables: &[Arc<Table>], handle: &mut EpochHandle, state: &mut TxState) {
+/// Undoes an uncommitted transaction: unlinks its insert placeholders (its
+/// pending values live in the arena and go when the state is cleared).
+/// Records it locked at commit must already be unlocked.
+pub(crate) fn rollback(tables: &[Arc<Table>], handle: &mut EpochHandle, state: &TxState) {
     let writes = &state.writes;
     for entry in &writes.entries {
         if entry.inserted {

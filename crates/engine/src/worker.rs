@@ -126,7 +126,7 @@ impl Worker {
                     return Ok(done);
                 }
                 Err(abort) => {
-                    rollback(&self.tables, &mut self.handle, &mut self.state);
+                    rollback(&self.tables, &mut self.handle, &self.state);
                     self.state.clear();
                     match abort {
                         Abort::User => {
