@@ -52,7 +52,7 @@ struct Loaded {
 
 fn load(keys: u64) -> Loaded {
     let db = Database::open(Config::default()).expect("open database");
-    let table = db.create_table("bench");
+    let table = db.create_table("bench").unwrap();
     let mut worker = db.worker().expect("register worker");
     let mut next = 0u64;
     while next < keys {

@@ -83,7 +83,7 @@ fn teller(db: &Database, accounts: TableId, seed: u64) -> (WorkerStats, u64) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db = Database::open(Config::default())?;
-    let accounts = db.create_table("accounts");
+    let accounts = db.create_table("accounts")?;
 
     let mut worker = db.worker()?;
     let ((), ticket) = worker.run(|tx| {

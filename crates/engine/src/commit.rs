@@ -76,10 +76,12 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
     }
 
     // Serialization point: the epoch is read after every lock is held.
+    ctx.log.begin_commit();
     fence(Ordering::SeqCst);
     let epoch = ctx.epochs.current();
 
     if !validate(state) {
+        ctx.log.abort_commit();
         unlock_prefix(&state.writes, state.writes.len());
         return Err(Abort::Conflict);
     }
@@ -98,6 +100,7 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
     }
     let Some(tid) = commit_tid(max_seen, *ctx.last_tid, epoch) else {
         // This epoch's sequence space is used up; retry in the next one.
+        ctx.log.abort_commit();
         unlock_prefix(&state.writes, state.writes.len());
         std::thread::yield_now();
         return Err(Abort::Conflict);

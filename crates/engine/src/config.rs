@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::durability::{DurabilityKind, DurabilityMode};
+use epochdb_storage::{RealStorage, Storage};
+
+use crate::durability::{DurabilityKind, DurabilityMode, SilorOptions};
 use crate::error::OpenError;
 
 /// Default epoch length (silor-osdi14 §2.1: 40 ms).
@@ -31,6 +33,11 @@ pub struct Config {
     pub max_workers: usize,
     /// Attempts a transaction gets before [`crate::TxError::TooManyConflicts`].
     pub max_attempts: u32,
+    /// Where durable bytes go: real files by default; tests pass a
+    /// simulated disk (`epochdb_storage::SimStorage`).
+    pub storage: Option<Arc<dyn Storage>>,
+    /// Settings of the `log` and `silor` modes.
+    pub silor: SilorOptions,
 }
 
 impl std::fmt::Debug for Config {
@@ -46,6 +53,8 @@ impl std::fmt::Debug for Config {
             .field("epoch_interval", &self.epoch_interval)
             .field("max_workers", &self.max_workers)
             .field("max_attempts", &self.max_attempts)
+            .field("storage", &self.storage)
+            .field("silor", &self.silor)
             .finish()
     }
 }
@@ -60,13 +69,31 @@ impl Default for Config {
             epoch_interval: DEFAULT_EPOCH_INTERVAL,
             max_workers: DEFAULT_MAX_WORKERS,
             max_attempts: u32::MAX,
+            storage: None,
+            silor: SilorOptions::default(),
         }
     }
 }
 
 impl Config {
+    /// The storage durable modes write through.
+    pub fn storage(&self) -> Arc<dyn Storage> {
+        self.storage
+            .clone()
+            .unwrap_or_else(|| Arc::new(RealStorage::new()))
+    }
+
     /// Checks the settings and their relations.
     pub fn validate(&self) -> Result<(), OpenError> {
+        if self.custom_durability.is_none() && self.durability.is_durable() {
+            if self.dirs.is_empty() {
+                return Err(OpenError::Config(format!(
+                    "the {} mode needs at least one directory (dirs / --dir)",
+                    self.durability
+                )));
+            }
+            self.silor.validate().map_err(OpenError::Config)?;
+        }
         if self.workers == 0 {
             return Err(OpenError::Config("workers must be at least 1".into()));
         }

@@ -8,19 +8,25 @@ use epochdb_epoch::{EpochManager, EpochTicker};
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
-use crate::durability::DurabilityMode;
+use crate::durability::silor::{self, SiloR};
+use crate::durability::{DurabilityKind, DurabilityMode, NoDurability, RecoveryReport};
 use crate::error::{DurabilityError, OpenError};
 use crate::pool::WorkerPool;
 use crate::record::free_record;
 use crate::table::{Table, TableId};
 use crate::worker::Worker;
 
+/// The tables of a database, shared with durability modes that walk them
+/// (checkpoints).
+pub(crate) type TableList = Arc<RwLock<Vec<Arc<Table>>>>;
+
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) epochs: EpochManager,
     pub(crate) durability: Arc<dyn DurabilityMode>,
-    tables: RwLock<Vec<Arc<Table>>>,
+    tables: TableList,
     names: Mutex<HashMap<String, TableId>>,
+    recovery: Option<RecoveryReport>,
     /// Bumped whenever a table is added, so workers refresh their copy.
     pub(crate) tables_version: AtomicUsize,
     next_worker: AtomicUsize,
@@ -41,10 +47,13 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // Stop the ticker first; it holds only an EpochManager clone.
         self.ticker.get_mut().take();
-        // No worker is alive (each holds an Arc<Shared>): free the records
-        // still in the indexes. Records already unlinked were retired to
-        // the epoch framework, which frees them itself.
-        for table in self.tables.get_mut().drain(..) {
+        // No worker is alive (each holds an Arc<Shared>): make what they
+        // committed durable and stop the mode's threads (a checkpointer
+        // reads the tables).
+        let _ = self.durability.shutdown();
+        // Free the records still in the indexes. Records already unlinked
+        // were retired to the epoch framework, which frees them itself.
+        for table in std::mem::take(&mut *self.tables.write()) {
             table.for_each(|_, record| {
                 // SAFETY: nothing can reach the table any more; each record
                 // is in the index exactly once.
@@ -60,7 +69,7 @@ impl Drop for Shared {
 /// use epochdb_engine::{Config, Database};
 ///
 /// let db = Database::open(Config::default()).unwrap();
-/// let accounts = db.create_table("accounts");
+/// let accounts = db.create_table("accounts").unwrap();
 /// let mut worker = db.worker().unwrap();
 ///
 /// let (_, ticket) = worker
@@ -92,27 +101,89 @@ impl std::fmt::Debug for Database {
 }
 
 impl Database {
-    /// Opens a database with `config`, starting its epoch thread.
+    /// Opens a database with `config`, starting its epoch thread. With a
+    /// durable mode (`log`, `silor`) the directories are recovered first:
+    /// the database holds every transaction that was acknowledged durable.
     pub fn open(config: Config) -> Result<Self, OpenError> {
         config.validate()?;
-        let durability = match &config.custom_durability {
-            Some(mode) => mode.clone(),
-            None => config.durability.build()?,
+        if let Some(mode) = &config.custom_durability {
+            return Self::assemble(config.clone(), mode.clone(), None, None);
+        }
+        match config.durability {
+            DurabilityKind::None => {
+                Self::assemble(config, Arc::new(NoDurability), None, None)
+            }
+            DurabilityKind::Log | DurabilityKind::Silor => Self::open_silor(config),
+        }
+    }
+
+    fn open_silor(config: Config) -> Result<Self, OpenError> {
+        let storage = config.storage();
+        let recovered = silor::recover(
+            storage.as_ref(),
+            &config.dirs,
+            config.silor.recovery_threads(),
+        )?;
+        let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
+        let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
+        let mode = SiloR::start(&config, epochs.clone(), &recovered, tables.clone())?;
+        let report = recovered.report.clone();
+        Self::assemble(config, mode, Some((epochs, tables)), Some(report))
+    }
+
+    fn assemble(
+        config: Config,
+        durability: Arc<dyn DurabilityMode>,
+        prepared: Option<(EpochManager, TableList)>,
+        recovery: Option<RecoveryReport>,
+    ) -> Result<Self, OpenError> {
+        let (epochs, tables) = match prepared {
+            Some(prepared) => prepared,
+            None => (
+                EpochManager::new(config.max_workers + 4),
+                Arc::new(RwLock::new(Vec::new())),
+            ),
         };
-        let epochs = EpochManager::new(config.max_workers);
+        let names = tables
+            .read()
+            .iter()
+            .map(|table| (table.name.clone(), table.id))
+            .collect();
         let ticker = EpochTicker::start(epochs.clone(), config.epoch_interval)?;
         Ok(Self {
             shared: Arc::new(Shared {
                 config,
                 epochs,
                 durability,
-                tables: RwLock::new(Vec::new()),
-                names: Mutex::new(HashMap::new()),
+                tables,
+                names: Mutex::new(names),
+                recovery,
                 tables_version: AtomicUsize::new(0),
                 next_worker: AtomicUsize::new(0),
                 ticker: Mutex::new(Some(ticker)),
             }),
         })
+    }
+
+    /// What recovery did when this database was opened (durable modes).
+    pub fn recovery_report(&self) -> Option<&RecoveryReport> {
+        self.shared.recovery.as_ref()
+    }
+
+    /// The durable persistent epoch: every transaction of an epoch at or
+    /// below it survives any crash (epoch-based modes).
+    pub fn persistent_epoch(&self) -> Option<u64> {
+        self.shared.durability.persistent_epoch()
+    }
+
+    /// Takes a checkpoint now and waits until it is installed (`silor`).
+    pub fn checkpoint(&self) -> Result<(), DurabilityError> {
+        self.shared.durability.checkpoint()
+    }
+
+    /// Whether the durability mode is writing a checkpoint right now.
+    pub fn is_checkpointing(&self) -> bool {
+        self.shared.durability.is_checkpointing()
     }
 
     /// The configuration it was opened with.
@@ -125,18 +196,24 @@ impl Database {
         self.shared.durability.name()
     }
 
-    /// Creates the table `name`, or returns it if it exists.
-    pub fn create_table(&self, name: &str) -> TableId {
+    /// Creates the table `name`, or returns it if it exists (a recovered
+    /// database has its tables back). In a durable mode the creation is
+    /// durable when this returns.
+    pub fn create_table(&self, name: &str) -> Result<TableId, DurabilityError> {
         let mut names = self.shared.names.lock();
         if let Some(&id) = names.get(name) {
-            return id;
+            return Ok(id);
         }
-        let mut tables = self.shared.tables.write();
-        let id = TableId(u32::try_from(tables.len()).expect("too many tables"));
-        tables.push(Arc::new(Table::new(id, name.to_owned())));
+        let count = self.shared.tables.read().len();
+        let id = TableId(u32::try_from(count).expect("too many tables"));
+        self.shared.durability.table_created(id, name)?;
+        self.shared
+            .tables
+            .write()
+            .push(Arc::new(Table::new(id, name.to_owned())));
         names.insert(name.to_owned(), id);
         self.shared.tables_version.fetch_add(1, Ordering::Release);
-        id
+        Ok(id)
     }
 
     /// The table called `name`, if it exists.

@@ -30,6 +30,23 @@ pub enum DurabilityError {
     /// The mode was shut down before this commit became durable.
     #[error("durability stopped: {0}")]
     Stopped(String),
+    /// Recovery found damage inside data that had been made durable; the
+    /// text names the file and offset. Refused rather than guessed around.
+    #[error("corrupt durable data: {0}")]
+    Corrupt(String),
+    /// The directory was written by an incompatible format version.
+    #[error("incompatible on-disk format: {0}")]
+    Incompatible(String),
+}
+
+impl DurabilityError {
+    /// The error a failed storage call becomes: a full disk is told apart.
+    pub fn from_storage(error: &epochdb_storage::StorageError) -> Self {
+        match error {
+            epochdb_storage::StorageError::NoSpace { .. } => Self::NoSpace(error.to_string()),
+            _ => Self::Io(error.to_string()),
+        }
+    }
 }
 
 /// Why [`crate::Worker::run`] returned without committing.

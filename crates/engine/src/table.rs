@@ -9,8 +9,8 @@ use epochdb_epoch::EpochHandle;
 
 use crate::blob::free_blob;
 use crate::index::{InsertedInto, LeafVersion, Tree};
-use crate::record::RecordRef;
-use crate::tid::Tid;
+use crate::record::{free_record, RecordRef};
+use crate::tid::{tid_of, Tid, ABSENT_BIT};
 
 /// Identifies a table within one database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -123,5 +123,102 @@ impl Table {
             },
             |_| (),
         );
+    }
+
+    /// Recovery's write (silor §5): installs `value` (`None`: a tombstone)
+    /// at `tid` unless the key already holds a larger TID — "largest TID
+    /// wins", so files replay in any order and on any number of threads.
+    /// Returns whether it was applied.
+    pub(crate) fn recover_put(
+        &self,
+        key: &[u8],
+        tid: Tid,
+        value: Option<&[u8]>,
+        handle: &mut EpochHandle,
+    ) -> bool {
+        loop {
+            match self.lookup(key) {
+                Ok(record) => {
+                    let r = record.get();
+                    if tid_of(r.word()) >= tid {
+                        return false; // a newer version is in (reverse replay's win)
+                    }
+                    let locked = r.try_lock(u32::MAX);
+                    debug_assert!(locked);
+                    if tid_of(r.word()) >= tid {
+                        r.unlock();
+                        return false;
+                    }
+                    r.install_and_unlock(tid, value, handle);
+                    return true;
+                }
+                Err(_) => {
+                    let record = RecordRef::new_placeholder(value.map_or(0, <[u8]>::len));
+                    if self.insert(key, record).is_some() {
+                        record.get().install_and_unlock(tid, value, handle);
+                        return true;
+                    }
+                    // Another thread inserted the key first; it was never
+                    // published, so free it now and retry as an update.
+                    // SAFETY: fresh, unreachable, freed once.
+                    unsafe { free_record(record.as_ptr().cast()) };
+                }
+            }
+        }
+    }
+
+    /// Removes every absent record (recovery's tombstones, once replay is
+    /// over) and raises the insert floor above their TIDs. Returns how
+    /// many were removed.
+    pub(crate) fn remove_absent(&self, handle: &mut EpochHandle) -> usize {
+        let mut absent = Vec::new();
+        self.for_each(|key, record| {
+            let word = record.get().word();
+            if word & ABSENT_BIT != 0 {
+                absent.push((key.to_vec(), record, tid_of(word)));
+            }
+        });
+        let mut removed = 0;
+        for (key, record, tid) in absent {
+            self.raise_insert_floor(tid);
+            if !record.get().try_lock(0) {
+                continue;
+            }
+            if self.remove_if_is(&key, record, handle) {
+                record.get().unlink_and_unlock();
+                // SAFETY: removed from the index; retired once.
+                unsafe { handle.retire(record.as_ptr().cast(), free_record) };
+                removed += 1;
+            } else {
+                record.get().unlock();
+            }
+        }
+        removed
+    }
+
+    /// Keys that split the table into `parts` ranges of roughly equal
+    /// record counts (silor §4.2); fewer when the table is small. Callers
+    /// must be epoch-protected.
+    pub(crate) fn split_keys(&self, parts: usize) -> Vec<Vec<u8>> {
+        let total = self.index_len();
+        if parts <= 1 || total < parts {
+            return Vec::new();
+        }
+        let step = total / parts;
+        let mut keys = Vec::with_capacity(parts - 1);
+        let mut seen = 0;
+        self.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            |key, _| {
+                seen += 1;
+                if seen % step == 0 {
+                    keys.push(key.to_vec());
+                }
+                keys.len() < parts - 1
+            },
+            |_| (),
+        );
+        keys
     }
 }

@@ -38,6 +38,8 @@ pub struct Worker {
     tables_version: usize,
     last_tid: Tid,
     stats: WorkerStats,
+    /// Set by `quiesce`: the next transaction tells the log its epoch.
+    quiesced: bool,
 }
 
 impl std::fmt::Debug for Worker {
@@ -66,6 +68,7 @@ impl Worker {
             tables_version,
             last_tid: Tid::ZERO,
             stats: WorkerStats::default(),
+            quiesced: false,
         })
     }
 
@@ -154,7 +157,8 @@ impl Worker {
     fn begin(&mut self) {
         let previous = self.handle.local();
         let epoch = self.handle.refresh();
-        if epoch != previous {
+        if epoch != previous || self.quiesced {
+            self.quiesced = false;
             self.log.on_epoch(epoch);
         }
         let version = self.shared.tables_version.load(Ordering::Acquire);
@@ -170,6 +174,7 @@ impl Worker {
     pub fn quiesce(&mut self) {
         self.handle.unprotect();
         self.log.quiesce();
+        self.quiesced = true;
     }
 }
 

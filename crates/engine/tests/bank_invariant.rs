@@ -28,7 +28,7 @@ fn transfers_preserve_the_total_seen_by_concurrent_audits() {
         ..Config::default()
     })
     .unwrap();
-    let accounts = db.create_table("accounts");
+    let accounts = db.create_table("accounts").unwrap();
     let mut loader = db.worker().unwrap();
     let _ticket = loader
         .run(|tx| {

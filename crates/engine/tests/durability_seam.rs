@@ -69,7 +69,7 @@ fn replaying_the_seam_by_largest_tid_rebuilds_the_database() {
         ..Config::default()
     })
     .unwrap();
-    let tables = [db.create_table("a"), db.create_table("b")];
+    let tables = [db.create_table("a").unwrap(), db.create_table("b").unwrap()];
 
     let stop = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = (0..3u64)

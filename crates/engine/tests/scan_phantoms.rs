@@ -28,7 +28,7 @@ fn scans_never_see_phantoms() {
         ..Config::default()
     })
     .unwrap();
-    let t = db.create_table("items");
+    let t = db.create_table("items").unwrap();
     let _ticket = db
         .worker()
         .unwrap()

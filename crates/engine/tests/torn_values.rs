@@ -20,7 +20,7 @@ fn reads_never_mix_two_writes() {
         ..Config::default()
     })
     .unwrap();
-    let t = db.create_table("t");
+    let t = db.create_table("t").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
     let mut threads = Vec::new();

@@ -126,7 +126,7 @@ proptest! {
         txns in prop::collection::vec((prop::collection::vec(op(), 1..12), any::<bool>()), 1..25)
     ) {
         let db = Database::open(Config::default()).unwrap();
-        let t = db.create_table("t");
+        let t = db.create_table("t").unwrap();
         let mut worker = db.worker().unwrap();
         let mut model = BTreeMap::new();
         for (ops, roll_back) in &txns {

@@ -15,7 +15,7 @@ fn pool_runs_submitted_transactions() {
         ..Config::default()
     })
     .unwrap();
-    let counter = db.create_table("counter");
+    let counter = db.create_table("counter").unwrap();
     let pool = db.worker_pool().unwrap();
     assert_eq!(pool.threads(), 3);
 

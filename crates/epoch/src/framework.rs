@@ -43,11 +43,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(max_threads: usize) -> Self {
+    pub(crate) fn new(max_threads: usize, first_epoch: u64) -> Self {
         assert!(max_threads > 0, "the epoch table needs at least one slot");
+        assert!(first_epoch >= FIRST_EPOCH, "epochs start at FIRST_EPOCH");
         Self {
-            current: CachePadded::new(AtomicU64::new(FIRST_EPOCH)),
-            safe: CachePadded::new(AtomicU64::new(FIRST_EPOCH - 1)),
+            current: CachePadded::new(AtomicU64::new(first_epoch)),
+            safe: CachePadded::new(AtomicU64::new(first_epoch - 1)),
             slots: (0..max_threads)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),

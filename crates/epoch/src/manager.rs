@@ -51,8 +51,15 @@ impl fmt::Debug for EpochManager {
 impl EpochManager {
     /// Creates a framework with room for `max_threads` registered threads.
     pub fn new(max_threads: usize) -> Self {
+        Self::starting_at(max_threads, crate::FIRST_EPOCH)
+    }
+
+    /// Creates a framework whose global epoch starts at `first_epoch`
+    /// (≥ [`crate::FIRST_EPOCH`]): a recovered database resumes above every
+    /// epoch it recovered, so new TIDs order after old ones.
+    pub fn starting_at(max_threads: usize, first_epoch: u64) -> Self {
         Self {
-            shared: Arc::new(Shared::new(max_threads)),
+            shared: Arc::new(Shared::new(max_threads, first_epoch)),
         }
     }
 

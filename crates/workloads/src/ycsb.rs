@@ -205,7 +205,7 @@ impl Workload for Ycsb {
         threads: usize,
         progress: &(dyn Fn(f64) + Sync),
     ) -> Result<(), TxError> {
-        let table = db.create_table("usertable");
+        let table = db.create_table("usertable")?;
         self.table = Some(table);
         let keys = self.config.keys;
         let value_size = self.config.value_size;

@@ -168,7 +168,7 @@ impl Workload for Tpcc {
     ) -> Result<(), TxError> {
         let shared = Shared {
             config: self.config.clone(),
-            tables: Tables::create(db),
+            tables: Tables::create(db)?,
             c: self.c,
             next_origin: AtomicU32::new(1),
         };

@@ -2,7 +2,7 @@
 //! byte order is numeric order: a district's orders, a customer's orders and
 //! an order's lines are contiguous ranges.
 
-use epochdb_engine::{Database, TableId};
+use epochdb_engine::{Database, DurabilityError, TableId};
 
 use super::random::LAST_NAME_MAX;
 
@@ -44,8 +44,20 @@ pub(crate) struct Tables {
 
 impl Tables {
     /// Creates the tables (or finds them if they exist).
-    pub(crate) fn create(db: &Database) -> Self {
-        Self::from_fn(|name| Some(db.create_table(name))).expect("create_table never fails")
+    pub(crate) fn create(db: &Database) -> Result<Self, DurabilityError> {
+        let mut failure = None;
+        let tables = Self::from_fn(|name| match db.create_table(name) {
+            Ok(id) => Some(id),
+            Err(error) => {
+                failure.get_or_insert(error);
+                None
+            }
+        });
+        match (tables, failure) {
+            (Some(tables), None) => Ok(tables),
+            (_, Some(error)) => Err(error),
+            (None, None) => unreachable!("every table was created"),
+        }
     }
 
     /// Finds the tables of a loaded database.

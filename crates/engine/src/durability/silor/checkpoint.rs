@@ -1,0 +1,470 @@
+//! Fuzzy parallel checkpoints (silor §4). A manager thread starts one every
+//! `C` seconds after the previous finished: it records `e_l`, splits every
+//! table's key range into one sub-range per checkpointer (one per
+//! directory), and runs the checkpointers. Each walks its sub-ranges in key
+//! order, writing key/TID/value blocks round-robin into `m` files per table,
+//! syncing every 32 MiB and skipping records of epoch ≥ `e_l`; at the end it
+//! syncs and reports `E`. The manager takes `e_h` as the largest report,
+//! waits until `e_h ≤ e_p`, installs the checkpoint by writing its metadata
+//! atomically, then removes the previous checkpoint and every log file
+//! wholly below `e_l` (§4.3).
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use epochdb_epoch::EpochHandle;
+use epochdb_storage::{StorageError, StorageFile};
+use parking_lot::{Condvar, Mutex};
+
+use super::files::{
+    ckpt_file_name, parse_ckpt_file_name, parse_log_name, replace_atomically, LogName,
+    CHECKPOINT_META,
+};
+use super::format::{put_ckpt_record, seal_ckpt_block, start_ckpt_block, CheckpointMeta};
+use super::Inner;
+use crate::arena::Arena;
+use crate::db::TableList;
+use crate::error::DurabilityError;
+use crate::table::Table;
+use crate::tid::{tid_of, ABSENT_BIT};
+
+/// Records a checkpointer copies between two epoch refreshes.
+const RECORDS_PER_SCAN: usize = 512;
+
+/// Requests and results shared between the manager and its callers.
+#[derive(Default)]
+struct ControlState {
+    stop: bool,
+    /// Checkpoints asked for by `run_now`.
+    requested: u64,
+    /// Checkpoints finished, and the last one's result.
+    finished: u64,
+    last_result: Option<Result<(), DurabilityError>>,
+}
+
+struct Control {
+    state: Mutex<ControlState>,
+    changed: Condvar,
+}
+
+/// The running checkpoint manager.
+pub(crate) struct CheckpointManager {
+    control: Arc<Control>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl CheckpointManager {
+    pub(crate) fn start(
+        inner: Arc<Inner>,
+        tables: TableList,
+        next_id: u64,
+    ) -> Result<Self, std::io::Error> {
+        let control = Arc::new(Control {
+            state: Mutex::new(ControlState::default()),
+            changed: Condvar::new(),
+        });
+        let thread = std::thread::Builder::new()
+            .name("epochdb-checkpoint".into())
+            .spawn({
+                let control = control.clone();
+                move || manage(inner, tables, control, next_id)
+            })?;
+        Ok(Self {
+            control,
+            thread: Some(thread),
+        })
+    }
+
+    /// Starts a checkpoint now and waits until it is installed.
+    pub(crate) fn run_now(&self) -> Result<(), DurabilityError> {
+        let mut state = self.control.state.lock();
+        state.requested += 1;
+        let wanted = state.requested;
+        self.control.changed.notify_all();
+        loop {
+            if state.finished >= wanted {
+                return state.last_result.clone().unwrap_or(Ok(()));
+            }
+            if state.stop {
+                return Err(DurabilityError::Stopped("checkpoints stopped".into()));
+            }
+            self.control.changed.wait(&mut state);
+        }
+    }
+
+    /// Stops the manager (an unfinished checkpoint is abandoned; recovery
+    /// removes its files) and waits for it.
+    pub(crate) fn stop(mut self) {
+        self.control.state.lock().stop = true;
+        self.control.changed.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn manage(inner: Arc<Inner>, tables: TableList, control: Arc<Control>, mut next_id: u64) {
+    loop {
+        let covers = {
+            let mut state = control.state.lock();
+            let deadline = Instant::now() + inner.options.checkpoint_interval;
+            while !state.stop && state.requested <= state.finished {
+                if control.changed.wait_until(&mut state, deadline).timed_out() {
+                    break;
+                }
+            }
+            if state.stop || inner.is_stopped() {
+                state.stop = true;
+                control.changed.notify_all();
+                return;
+            }
+            // This checkpoint answers every request made before it starts.
+            state.requested
+        };
+        let result = take_checkpoint(&inner, &tables, &control, next_id);
+        next_id += 1;
+        let mut state = control.state.lock();
+        state.finished = state.finished.max(covers);
+        state.last_result = Some(result.clone());
+        control.changed.notify_all();
+        if matches!(result, Err(ref error) if !matches!(error, DurabilityError::Stopped(_))) {
+            state.stop = true; // fail-stop: the mode already failed
+            return;
+        }
+    }
+}
+
+fn stopped(control: &Control) -> bool {
+    control.state.lock().stop
+}
+
+/// One checkpointer's result.
+struct Written {
+    files: Vec<(u32, String, u64)>,
+    epoch: u64,
+    bytes: u64,
+}
+
+/// Takes checkpoint `id` and installs it.
+fn take_checkpoint(
+    inner: &Arc<Inner>,
+    tables: &TableList,
+    control: &Control,
+    id: u64,
+) -> Result<(), DurabilityError> {
+    inner.stats.checkpointing.store(true, Ordering::Relaxed);
+    let result = write_and_install(inner, tables, control, id);
+    inner.stats.checkpointing.store(false, Ordering::Relaxed);
+    if let Err(CheckpointError::Io(error)) = &result {
+        inner.fail(error);
+    }
+    result.map_err(|error| match error {
+        CheckpointError::Io(error) => DurabilityError::from_storage(&error),
+        CheckpointError::Stopped => DurabilityError::Stopped("checkpoint abandoned".into()),
+    })
+}
+
+enum CheckpointError {
+    Io(StorageError),
+    Stopped,
+}
+
+impl From<StorageError> for CheckpointError {
+    fn from(error: StorageError) -> Self {
+        CheckpointError::Io(error)
+    }
+}
+
+fn write_and_install(
+    inner: &Arc<Inner>,
+    tables: &TableList,
+    control: &Control,
+    id: u64,
+) -> Result<(), CheckpointError> {
+    let tables: Vec<Arc<Table>> = tables.read().clone();
+    let n = inner.dirs.len();
+    let m = inner.options.files_per_table(n);
+
+    // e_l, then wait until no transaction of an earlier epoch is still
+    // installing values: every record a checkpointer can see from then on
+    // is either final for epochs < e_l or from an epoch the log replays.
+    let e_l = inner.epochs.current();
+    let mut handle = inner
+        .epochs
+        .register()
+        .map_err(|_| CheckpointError::Stopped)?;
+    while inner.epochs.compute_safe() + 1 < e_l {
+        if stopped(control) || inner.is_stopped() {
+            return Err(CheckpointError::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    // Partition each table into n roughly equal key ranges.
+    handle.protect();
+    let partitions: Vec<Vec<Vec<u8>>> = tables.iter().map(|t| t.split_keys(n)).collect();
+    handle.unprotect();
+    drop(handle);
+
+    let results: Vec<Result<Written, CheckpointError>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..n)
+            .map(|index| {
+                let (tables, partitions) = (&tables, &partitions);
+                scope.spawn(move || {
+                    Checkpointer::new(inner, index, id, m, e_l)?.run(tables, partitions, control)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("checkpointer panicked"))
+            .collect()
+    });
+    let mut files = Vec::new();
+    let mut e_h = e_l;
+    let mut bytes = 0;
+    for result in results {
+        let written = result?;
+        files.extend(written.files);
+        e_h = e_h.max(written.epoch);
+        bytes += written.bytes;
+    }
+
+    // Install only once the log is durable through e_h (§4.2).
+    while inner.persistent_epoch() < e_h {
+        if stopped(control) || inner.is_stopped() {
+            return Err(CheckpointError::Stopped);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let meta = CheckpointMeta {
+        id,
+        e_l,
+        e_h,
+        dirs: n as u32,
+        tables: tables.iter().map(|t| (t.id.0, t.name.clone())).collect(),
+        files,
+    };
+    let storage = inner.storage.as_ref();
+    replace_atomically(storage, &inner.dirs[0].join(CHECKPOINT_META), &meta.encode())?;
+    inner.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+    inner
+        .stats
+        .checkpoint_bytes
+        .fetch_add(bytes, Ordering::Relaxed);
+    cleanup(inner, id, e_l)?;
+    Ok(())
+}
+
+/// Removes older checkpoints and the logs wholly below `e_l` (§4.3).
+fn cleanup(inner: &Inner, installed: u64, e_l: u64) -> Result<(), StorageError> {
+    let storage = inner.storage.as_ref();
+    for dir in &inner.dirs {
+        let mut removed = false;
+        for name in storage.list(dir)? {
+            let old = match (parse_ckpt_file_name(&name), parse_log_name(&name)) {
+                (Some((id, _, _)), _) => id < installed,
+                (_, Some(LogName::Old { epoch })) => epoch < e_l,
+                _ => false,
+            };
+            if old {
+                storage.remove(&dir.join(&name))?;
+                removed = true;
+            }
+        }
+        if removed {
+            storage.sync_dir(dir)?;
+        }
+    }
+    Ok(())
+}
+
+/// One checkpointer: one directory, `m` files per table.
+struct Checkpointer<'a> {
+    inner: &'a Inner,
+    index: usize,
+    dir: PathBuf,
+    id: u64,
+    m: usize,
+    e_l: u64,
+    handle: EpochHandle,
+    arena: Arena,
+    block: Vec<u8>,
+    unsynced: u64,
+    bytes: u64,
+}
+
+impl<'a> Checkpointer<'a> {
+    fn new(inner: &'a Inner, index: usize, id: u64, m: usize, e_l: u64) -> Result<Self, CheckpointError> {
+        let handle = inner
+            .epochs
+            .register()
+            .map_err(|_| CheckpointError::Stopped)?;
+        Ok(Self {
+            inner,
+            index,
+            dir: inner.dirs[index].clone(),
+            id,
+            m,
+            e_l,
+            handle,
+            arena: Arena::default(),
+            block: Vec::with_capacity(inner.options.checkpoint_block_bytes + 4096),
+            unsynced: 0,
+            bytes: 0,
+        })
+    }
+
+    fn run(
+        mut self,
+        tables: &[Arc<Table>],
+        partitions: &[Vec<Vec<u8>>],
+        control: &Control,
+    ) -> Result<Written, CheckpointError> {
+        let mut written = Vec::new();
+        for (table, splits) in tables.iter().zip(partitions) {
+            let lo = match self.index {
+                0 => None,
+                i => splits.get(i - 1).cloned(),
+            };
+            let hi = splits.get(self.index).cloned();
+            if self.index > 0 && lo.is_none() {
+                continue; // fewer ranges than checkpointers for this table
+            }
+            let mut files = self.create_files(table.id.0)?;
+            self.walk(table, lo, hi, &mut files, control)?;
+            for file in &files {
+                file.sync()?;
+                let name = file
+                    .path()
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .expect("we named it")
+                    .to_owned();
+                written.push((self.index as u32, name, file.size()?));
+            }
+        }
+        self.inner.storage.sync_dir(&self.dir)?;
+        Ok(Written {
+            files: written,
+            epoch: self.inner.epochs.current(),
+            bytes: self.bytes,
+        })
+    }
+
+    fn create_files(&self, table: u32) -> Result<Vec<Box<dyn StorageFile>>, StorageError> {
+        (0..self.m)
+            .map(|j| {
+                let path: PathBuf = self.dir.join(ckpt_file_name(self.id, table, j));
+                create_fresh(self.inner, &path)
+            })
+            .collect()
+    }
+
+    /// Walks `[lo, hi)` in key order in short scans (refreshing the epoch
+    /// between them), filling blocks round-robin into `files`.
+    fn walk(
+        &mut self,
+        table: &Table,
+        lo: Option<Vec<u8>>,
+        hi: Option<Vec<u8>>,
+        files: &mut [Box<dyn StorageFile>],
+        control: &Control,
+    ) -> Result<(), CheckpointError> {
+        let mut next_file = 0;
+        let mut cursor: Option<Vec<u8>> = None;
+        start_ckpt_block(&mut self.block, table.id.0);
+        let block_bytes = self.inner.options.checkpoint_block_bytes;
+        loop {
+            if stopped(control) || self.inner.is_stopped() {
+                return Err(CheckpointError::Stopped);
+            }
+            self.handle.protect();
+            let mut visited = 0;
+            let mut last_key: Option<Vec<u8>> = None;
+            {
+                let lower = match (&cursor, &lo) {
+                    (Some(key), _) => Bound::Excluded(key.as_slice()),
+                    (None, Some(key)) => Bound::Included(key.as_slice()),
+                    (None, None) => Bound::Unbounded,
+                };
+                let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+                let (block, arena, e_l) = (&mut self.block, &mut self.arena, self.e_l);
+                table.scan(
+                    lower,
+                    upper,
+                    |key, record| {
+                        visited += 1;
+                        let snapshot = record.get().read(arena);
+                        let tid = tid_of(snapshot.word);
+                        if snapshot.word & ABSENT_BIT == 0 && tid.epoch() < e_l {
+                            if let Some(value) = snapshot.value {
+                                // SAFETY: the arena is reset only below, after
+                                // this copy.
+                                let value = unsafe { value.as_slice() };
+                                put_ckpt_record(block, key, tid.raw(), value);
+                            }
+                        }
+                        arena.reset();
+                        if visited >= RECORDS_PER_SCAN || block.len() >= block_bytes {
+                            last_key = Some(key.to_vec());
+                            return false;
+                        }
+                        true
+                    },
+                    |_| (),
+                );
+            }
+            self.handle.unprotect();
+            if self.block.len() >= block_bytes {
+                self.emit(files, &mut next_file, table.id.0)?;
+            }
+            match last_key {
+                Some(key) => cursor = Some(key),
+                None => break,
+            }
+        }
+        self.emit(files, &mut next_file, table.id.0)?;
+        Ok(())
+    }
+
+    /// Writes the current block (if it holds records) to the next file in
+    /// round-robin order; syncs every `checkpoint_sync_bytes`.
+    fn emit(
+        &mut self,
+        files: &mut [Box<dyn StorageFile>],
+        next_file: &mut usize,
+        table: u32,
+    ) -> Result<(), StorageError> {
+        if self.block.len() <= epochdb_storage::BLOCK_HEADER_BYTES + 4 {
+            return Ok(());
+        }
+        seal_ckpt_block(&mut self.block);
+        files[*next_file].append(&self.block)?;
+        *next_file = (*next_file + 1) % files.len();
+        let len = self.block.len() as u64;
+        self.unsynced += len;
+        self.bytes += len;
+        if self.unsynced >= self.inner.options.checkpoint_sync_bytes {
+            for file in files.iter() {
+                file.sync()?;
+            }
+            self.unsynced = 0;
+        }
+        start_ckpt_block(&mut self.block, table);
+        Ok(())
+    }
+}
+
+/// Creates `path`, replacing a leftover of an abandoned attempt.
+fn create_fresh(inner: &Inner, path: &Path) -> Result<Box<dyn StorageFile>, StorageError> {
+    let storage = inner.storage.as_ref();
+    if storage.exists(path)? {
+        storage.remove(path)?;
+    }
+    storage.create(path)
+}

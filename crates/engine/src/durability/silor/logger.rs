@@ -1,0 +1,316 @@
+//! Loggers (silor §3.3–3.5): one per log directory. A logger writes the
+//! buffers its workers hand it to `data.log` as they come and recycles each
+//! right after the write (§3.4); it regularly computes its epoch `e_l`,
+//! syncs, and publishes `e_l` (§3.5 steps 2–4); every 100 epochs it renames
+//! `data.log` to `old_data.<e>` (§3.5). Logger 0 is the distinguished one:
+//! it computes `e_p = min(e_l) − 1`, appends it to `pepoch`, syncs, and
+//! only then publishes it to the watermark tickets wait on (steps 5–6).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use epochdb_storage::{StorageError, StorageFile};
+use parking_lot::Mutex;
+
+use super::files::{free_old_data_name, replace_atomically, DATA_LOG, PEPOCH};
+use super::format::{encode_pepoch, log_block_epoch, seal_log_block, LOG_PREFIX_BYTES};
+use super::worker_log::WorkerSlot;
+use super::Inner;
+
+/// How long a logger waits for a buffer before it looks at the epochs again.
+const POLL: Duration = Duration::from_millis(1);
+
+/// The `pepoch` file is rewritten (atomically) once appends grow it past this.
+const PEPOCH_REWRITE_BYTES: u64 = 64 << 10;
+
+/// What a logger shares with its workers and with logger 0.
+pub(crate) struct LoggerShared {
+    /// Full buffers from workers, in hand-over order.
+    pub(crate) full: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    /// The pool of free buffers (silor §3.4).
+    pub(crate) free: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    /// Buffers allocated so far for this logger's pool.
+    allocated: AtomicUsize,
+    /// Buffers the pool may hold per registered worker.
+    per_worker: usize,
+    /// This logger's workers.
+    pub(crate) workers: Mutex<Vec<Arc<WorkerSlot>>>,
+    /// The last published `e_l`: every epoch below it is durable here.
+    pub(crate) e_l: AtomicU64,
+}
+
+impl LoggerShared {
+    pub(crate) fn new(per_worker: usize, initial_e_l: u64) -> Self {
+        Self {
+            full: crossbeam_channel::unbounded(),
+            free: crossbeam_channel::unbounded(),
+            allocated: AtomicUsize::new(0),
+            per_worker,
+            workers: Mutex::new(Vec::new()),
+            e_l: AtomicU64::new(initial_e_l),
+        }
+    }
+
+    /// Hands a full (unsealed) buffer to the logger.
+    pub(crate) fn submit(&self, buffer: Vec<u8>) {
+        // The receiver lives as long as `Inner`; after a stop nothing reads
+        // it and the buffer is simply never written.
+        let _ = self.full.0.send(buffer);
+    }
+
+    /// Returns a buffer to the pool.
+    pub(crate) fn recycle(&self, buffer: Vec<u8>) {
+        let _ = self.free.0.send(buffer);
+    }
+
+    /// A free buffer without blocking: a recycled one, or a new one while
+    /// the pool is below its bound.
+    pub(crate) fn try_take(&self, buffer_bytes: usize) -> Option<Vec<u8>> {
+        if let Ok(buffer) = self.free.1.try_recv() {
+            return Some(buffer);
+        }
+        let bound = self.per_worker * self.workers.lock().len().max(1);
+        let mut current = self.allocated.load(Ordering::Relaxed);
+        while current < bound {
+            match self.allocated.compare_exchange(
+                current,
+                current + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(Vec::with_capacity(buffer_bytes)),
+                Err(seen) => current = seen,
+            }
+        }
+        None
+    }
+}
+
+/// The state of the `pepoch` file, shared by logger 0 and shutdown.
+pub(crate) struct PepochWriter {
+    path: PathBuf,
+    file: Option<Box<dyn StorageFile>>,
+    bytes: u64,
+    /// The last `e_p` made durable.
+    pub(crate) last: u64,
+}
+
+impl PepochWriter {
+    pub(crate) fn new(dir0: &std::path::Path, last: u64) -> Self {
+        Self {
+            path: dir0.join(PEPOCH),
+            file: None,
+            bytes: 0,
+            last,
+        }
+    }
+
+    /// Makes `e_p` durable in `pepoch` (silor §3.5 step 5): one appended,
+    /// checksummed record and a sync; recovery takes the last valid one.
+    pub(crate) fn persist(&mut self, inner: &Inner, e_p: u64) -> Result<(), StorageError> {
+        if e_p <= self.last {
+            return Ok(());
+        }
+        let record = encode_pepoch(e_p);
+        let storage = inner.storage.as_ref();
+        match self.file.as_mut() {
+            Some(file) if self.bytes < PEPOCH_REWRITE_BYTES => {
+                file.append(&record)?;
+                file.sync()?;
+                self.bytes += record.len() as u64;
+            }
+            _ => {
+                // Start over with a file holding only this record.
+                self.file = None;
+                replace_atomically(storage, &self.path, &record)?;
+                self.file = Some(storage.open(&self.path)?);
+                self.bytes = record.len() as u64;
+            }
+        }
+        self.last = e_p;
+        Ok(())
+    }
+}
+
+/// One logger's thread state.
+pub(crate) struct Logger {
+    inner: Arc<Inner>,
+    index: usize,
+    dir: PathBuf,
+    file: Box<dyn StorageFile>,
+    /// Epoch of the first and largest buffer in `data.log`.
+    file_first_epoch: Option<u64>,
+    file_max_epoch: u64,
+    unsynced: bool,
+    bytes_written: u64,
+}
+
+impl Logger {
+    /// Creates the logger for directory `index`, with a fresh `data.log`
+    /// (recovery moved any previous one aside).
+    pub(crate) fn open(inner: Arc<Inner>, index: usize) -> Result<Self, StorageError> {
+        let dir = inner.dirs[index].clone();
+        let file = inner.storage.create(&dir.join(DATA_LOG))?;
+        inner.storage.sync_dir(&dir)?;
+        Ok(Self {
+            inner,
+            index,
+            dir,
+            file,
+            file_first_epoch: None,
+            file_max_epoch: 0,
+            unsynced: false,
+            bytes_written: 0,
+        })
+    }
+
+    fn shared(&self) -> &LoggerShared {
+        &self.inner.loggers[self.index]
+    }
+
+    fn run_loop(&mut self) -> Result<(), StorageError> {
+        loop {
+            let stopping = self.inner.is_stopped();
+            if let Ok(buffer) = self.shared().full.1.recv_timeout(POLL) {
+                self.write(buffer)?;
+            }
+            if self.inner.has_failed() {
+                return Ok(());
+            }
+            self.cycle()?;
+            if stopping {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One round of §3.5 steps 2–4 (and 5–6 on logger 0).
+    fn cycle(&mut self) -> Result<(), StorageError> {
+        let e_l = self.compute_e_l()?;
+        // Buffers handed over before their worker advanced e_w are in the
+        // channel now: write them before the sync that covers e_l.
+        while let Ok(buffer) = self.shared().full.1.try_recv() {
+            self.write(buffer)?;
+        }
+        let published = self.shared().e_l.load(Ordering::Acquire);
+        if e_l > published {
+            if self.unsynced {
+                self.file.sync()?;
+                self.unsynced = false;
+                self.inner.stats.log_syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            self.shared().e_l.store(e_l, Ordering::Release);
+            self.maybe_rotate()?;
+        }
+        if self.index == 0 {
+            self.inner.publish_persistent_epoch()?;
+        }
+        Ok(())
+    }
+
+    /// The logger's epoch (silor §3.5 step 3): the minimum of its workers'
+    /// `e_w`, capped by `E` as read first (an idle worker that registers
+    /// or wakes after that read commits at or above it). A worker whose
+    /// slot is free is between commits: a stale buffer of it is taken and
+    /// written here, and its `e_w` advanced to `E`.
+    fn compute_e_l(&mut self) -> Result<u64, StorageError> {
+        let cap = self.inner.epochs.current();
+        let mut e_l = cap;
+        let slots: Vec<Arc<WorkerSlot>> = {
+            let mut workers = self.shared().workers.lock();
+            workers.retain(|slot| slot.e_w.load(Ordering::SeqCst) != u64::MAX);
+            workers.clone()
+        };
+        for slot in slots {
+            if let Some(mut state) = slot.state.try_lock() {
+                let now = self.inner.epochs.current();
+                if state.has_records() && state.epoch < now {
+                    let buffer = state.buffer.take().expect("has_records checked it");
+                    drop(state);
+                    self.write(buffer)?;
+                } else {
+                    drop(state);
+                }
+                // No commit of this worker is in flight (we held its slot),
+                // and its next one reads E after `now`.
+                slot.e_w.fetch_max(now, Ordering::SeqCst);
+            }
+            e_l = e_l.min(slot.e_w.load(Ordering::SeqCst));
+        }
+        Ok(e_l)
+    }
+
+    /// Seals and appends one worker buffer, then recycles it at once.
+    fn write(&mut self, mut buffer: Vec<u8>) -> Result<(), StorageError> {
+        debug_assert!(buffer.len() > LOG_PREFIX_BYTES);
+        let epoch = log_block_epoch(&buffer);
+        seal_log_block(&mut buffer);
+        self.file.append(&buffer)?;
+        self.unsynced = true;
+        self.bytes_written += buffer.len() as u64;
+        self.inner
+            .stats
+            .log_bytes
+            .fetch_add(buffer.len() as u64, Ordering::Relaxed);
+        self.file_first_epoch.get_or_insert(epoch);
+        self.file_max_epoch = self.file_max_epoch.max(epoch);
+        self.shared().recycle(buffer);
+        Ok(())
+    }
+
+    /// Renames `data.log` to `old_data.<e>` once it spans the rotation
+    /// interval (silor §3.5: every 100 epochs). The file is synced first,
+    /// so a rotated file never has a torn tail.
+    fn maybe_rotate(&mut self) -> Result<(), StorageError> {
+        let Some(first) = self.file_first_epoch else {
+            return Ok(());
+        };
+        if self.file_max_epoch < first + self.inner.options.rotate_epochs {
+            return Ok(());
+        }
+        if self.unsynced {
+            self.file.sync()?;
+            self.unsynced = false;
+        }
+        let storage = self.inner.storage.as_ref();
+        let target = free_old_data_name(storage, &self.dir, self.file_max_epoch)?;
+        let current = self.dir.join(DATA_LOG);
+        storage.rename(&current, &target)?;
+        self.file = storage.create(&current)?;
+        storage.sync_dir(&self.dir)?;
+        self.file_first_epoch = None;
+        self.file_max_epoch = 0;
+        self.inner.stats.rotations.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Final sync on a clean stop.
+    fn finish(&mut self) -> Result<(), StorageError> {
+        if self.unsynced {
+            self.file.sync()?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+}
+
+/// Runs a logger until stop, then a last cycle so everything handed over
+/// is durable and published.
+pub(crate) fn run_logger(logger: Logger) {
+    let inner = logger.inner.clone();
+    let mut logger = logger;
+    let result = (|| {
+        logger.run_loop()?;
+        if !inner.has_failed() {
+            logger.cycle()?;
+            logger.finish()?;
+        }
+        Ok(())
+    })();
+    if let Err(error) = result {
+        inner.fail(&error);
+    }
+}

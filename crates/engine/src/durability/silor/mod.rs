@@ -1,0 +1,329 @@
+//! The `log` (LogSilo) and `silor` (SiloR) durability modes of
+//! silor-osdi14 §3–5: parallel value logging with the persistent-epoch
+//! protocol, and (for `silor`) fuzzy parallel checkpoints; recovery with
+//! every core. Module map:
+//!
+//! * `worker_log` — the worker's buffer and `e_w` (§3.3–3.4, §3.5 step 1);
+//! * `logger` — loggers, rotation, `pepoch` (§3.5 steps 2–6);
+//! * `checkpoint` — the manager and checkpointers (§4);
+//! * `recovery` — checkpoint load and log replay (§5);
+//! * `format`, `files` — what is on disk and under which names.
+
+mod checkpoint;
+mod files;
+pub(crate) mod format;
+mod logger;
+mod recovery;
+mod worker_log;
+
+pub use recovery::RecoveryReport;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use epochdb_epoch::EpochManager;
+use epochdb_storage::{Storage, StorageError};
+use parking_lot::Mutex;
+
+use crate::config::Config;
+use crate::db::TableList;
+use crate::durability::{DurabilityKind, DurabilityMode, WorkerLog};
+use crate::error::{DurabilityError, OpenError};
+use crate::table::TableId;
+use crate::ticket::Watermark;
+
+use checkpoint::CheckpointManager;
+use files::CATALOG;
+use format::encode_catalog_table;
+use logger::{run_logger, Logger, LoggerShared, PepochWriter};
+pub(crate) use recovery::{recover, Recovered};
+use worker_log::SilorWorkerLog;
+
+/// Settings of the `log` and `silor` modes (silor-osdi14 §3–5). The
+/// defaults are the paper's where it gives one.
+#[derive(Clone, Debug)]
+pub struct SilorOptions {
+    /// Bytes of one worker log buffer (§3.4: 512 KiB).
+    pub log_buffer_bytes: usize,
+    /// Buffers in a logger's pool per worker: the backpressure bound.
+    pub buffers_per_worker: usize,
+    /// `data.log` becomes `old_data.<e>` once it spans this many epochs
+    /// (§3.5: 100).
+    pub rotate_epochs: u64,
+    /// `C`: a checkpoint starts this long after the previous one finished
+    /// (§4.3: about 10 s). `silor` mode only.
+    pub checkpoint_interval: Duration,
+    /// `m`: files per table per checkpointer, one per recovery thread that
+    /// will load them (§4.2). 0: one per core divided among directories.
+    pub checkpoint_files_per_table: usize,
+    /// Bytes of one checkpoint block (§4.2).
+    pub checkpoint_block_bytes: usize,
+    /// A checkpointer syncs its files whenever this much is unsynced
+    /// (§4.2: 32 MB).
+    pub checkpoint_sync_bytes: u64,
+    /// Threads recovery uses in all (§5.2: every core). 0: one per core.
+    pub recovery_threads: usize,
+}
+
+impl Default for SilorOptions {
+    fn default() -> Self {
+        Self {
+            log_buffer_bytes: 512 << 10,
+            buffers_per_worker: 16,
+            rotate_epochs: 100,
+            checkpoint_interval: Duration::from_secs(10),
+            checkpoint_files_per_table: 0,
+            checkpoint_block_bytes: 256 << 10,
+            checkpoint_sync_bytes: 32 << 20,
+            recovery_threads: 0,
+        }
+    }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl SilorOptions {
+    pub(crate) fn recovery_threads(&self) -> usize {
+        if self.recovery_threads == 0 {
+            cores()
+        } else {
+            self.recovery_threads
+        }
+    }
+
+    pub(crate) fn files_per_table(&self, dirs: usize) -> usize {
+        if self.checkpoint_files_per_table == 0 {
+            cores().div_ceil(dirs).max(1)
+        } else {
+            self.checkpoint_files_per_table
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.log_buffer_bytes < 4096 {
+            return Err("log_buffer_bytes must be at least 4096".into());
+        }
+        if self.buffers_per_worker < 2 {
+            return Err("buffers_per_worker must be at least 2".into());
+        }
+        if self.rotate_epochs == 0 {
+            return Err("rotate_epochs must be at least 1".into());
+        }
+        if self.checkpoint_block_bytes < 4096 {
+            return Err("checkpoint_block_bytes must be at least 4096".into());
+        }
+        Ok(())
+    }
+}
+
+/// Counters a running mode keeps (for benchmarks and `INFO`).
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) log_bytes: AtomicU64,
+    pub(crate) log_syncs: AtomicU64,
+    pub(crate) rotations: AtomicU64,
+    pub(crate) checkpoints: AtomicU64,
+    pub(crate) checkpoint_bytes: AtomicU64,
+    /// Whether a checkpoint is being written now.
+    pub(crate) checkpointing: AtomicBool,
+}
+
+/// What every thread of the mode shares.
+pub(crate) struct Inner {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) dirs: Vec<PathBuf>,
+    pub(crate) epochs: EpochManager,
+    pub(crate) options: SilorOptions,
+    /// The published persistent epoch `e_p`: tickets wait on it.
+    pub(crate) watermark: Arc<Watermark>,
+    pub(crate) loggers: Vec<LoggerShared>,
+    pepoch: Mutex<PepochWriter>,
+    catalog: Mutex<Option<Box<dyn epochdb_storage::StorageFile>>>,
+    stop: AtomicBool,
+    failed: AtomicBool,
+    pub(crate) stats: Stats,
+}
+
+impl Inner {
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Fail-stop: no commit is acknowledged from now on.
+    pub(crate) fn fail(&self, error: &StorageError) {
+        self.failed.store(true, Ordering::Release);
+        self.stop.store(true, Ordering::Release);
+        self.watermark.fail(DurabilityError::from_storage(error));
+    }
+
+    /// §3.5 steps 5–6: `e_p = min(e_l) − 1`, made durable in `pepoch`,
+    /// then published.
+    pub(crate) fn publish_persistent_epoch(&self) -> Result<(), StorageError> {
+        let min_e_l = self
+            .loggers
+            .iter()
+            .map(|logger| logger.e_l.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(0);
+        let e_p = min_e_l.saturating_sub(1);
+        let mut pepoch = self.pepoch.lock();
+        if e_p > pepoch.last {
+            pepoch.persist(self, e_p)?;
+            drop(pepoch);
+            self.watermark.advance(e_p);
+        }
+        Ok(())
+    }
+
+    /// The durable persistent epoch.
+    pub(crate) fn persistent_epoch(&self) -> u64 {
+        self.watermark.durable()
+    }
+}
+
+/// The `log` or `silor` mode, running.
+pub(crate) struct SiloR {
+    name: &'static str,
+    inner: Arc<Inner>,
+    loggers: Mutex<Vec<JoinHandle<()>>>,
+    checkpoints: Mutex<Option<CheckpointManager>>,
+}
+
+impl SiloR {
+    /// Starts the mode over a recovered database: one logger per directory
+    /// and, with `checkpoints`, the checkpoint manager.
+    pub(crate) fn start(
+        config: &Config,
+        epochs: EpochManager,
+        recovered: &Recovered,
+        tables: TableList,
+    ) -> Result<Arc<Self>, OpenError> {
+        let name = config.durability.name();
+        let storage = config.storage();
+        let dirs = config.dirs.clone();
+        let options = config.silor.clone();
+        let checkpoints = config.durability == DurabilityKind::Silor;
+        let storage_error = |e: StorageError| OpenError::Durability(DurabilityError::from_storage(&e));
+        let catalog = storage
+            .open(&dirs[0].join(CATALOG))
+            .map_err(storage_error)?;
+        let first_e_l = epochs.current();
+        let inner = Arc::new(Inner {
+            loggers: dirs
+                .iter()
+                .map(|_| LoggerShared::new(options.buffers_per_worker, first_e_l))
+                .collect(),
+            pepoch: Mutex::new(PepochWriter::new(&dirs[0], recovered.e_p)),
+            catalog: Mutex::new(Some(catalog)),
+            watermark: Watermark::new(recovered.e_p),
+            storage,
+            dirs,
+            epochs,
+            options,
+            stop: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            stats: Stats::default(),
+        });
+        let mut handles = Vec::new();
+        for index in 0..inner.dirs.len() {
+            let logger = Logger::open(inner.clone(), index).map_err(storage_error)?;
+            let handle = std::thread::Builder::new()
+                .name(format!("epochdb-logger-{index}"))
+                .spawn(move || run_logger(logger))?;
+            handles.push(handle);
+        }
+        let mode = Arc::new(Self {
+            name,
+            inner: inner.clone(),
+            loggers: Mutex::new(handles),
+            checkpoints: Mutex::new(None),
+        });
+        if checkpoints {
+            let manager = CheckpointManager::start(inner, tables, recovered.next_checkpoint_id)?;
+            *mode.checkpoints.lock() = Some(manager);
+        }
+        Ok(mode)
+    }
+
+    /// Takes a checkpoint now and waits until it is installed (`silor`
+    /// only; `SAVE` in the server, tests).
+    pub(crate) fn checkpoint_now(&self) -> Result<(), DurabilityError> {
+        match &*self.checkpoints.lock() {
+            Some(manager) => manager.run_now(),
+            None => Err(DurabilityError::Stopped(format!(
+                "the {} mode takes no checkpoints",
+                self.name
+            ))),
+        }
+    }
+}
+
+impl DurabilityMode for SiloR {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn attach_worker(&self, worker: usize) -> Box<dyn WorkerLog> {
+        Box::new(SilorWorkerLog::new(self.inner.clone(), worker))
+    }
+
+    fn table_created(&self, id: TableId, name: &str) -> Result<(), DurabilityError> {
+        // The catalog entry is durable before the table can be written, so
+        // every logged table id resolves at recovery.
+        let mut catalog = self.inner.catalog.lock();
+        let Some(file) = catalog.as_mut() else {
+            return Err(DurabilityError::Stopped("the mode has stopped".into()));
+        };
+        let result = file
+            .append(&encode_catalog_table(id.0, name))
+            .and_then(|_| file.sync());
+        result.map(|_| ()).map_err(|e| {
+            self.inner.fail(&e);
+            DurabilityError::from_storage(&e)
+        })
+    }
+
+    fn persistent_epoch(&self) -> Option<u64> {
+        Some(self.inner.persistent_epoch())
+    }
+
+    fn checkpoint(&self) -> Result<(), DurabilityError> {
+        self.checkpoint_now()
+    }
+
+    fn is_checkpointing(&self) -> bool {
+        self.inner.stats.checkpointing.load(Ordering::Relaxed)
+    }
+
+    fn shutdown(&self) -> Result<(), DurabilityError> {
+        if let Some(manager) = self.checkpoints.lock().take() {
+            manager.stop();
+        }
+        self.inner.stop.store(true, Ordering::Release);
+        for handle in self.loggers.lock().drain(..) {
+            let _ = handle.join();
+        }
+        if let Some(error) = self.inner.watermark.failure() {
+            return Err(error);
+        }
+        // Every logger published its last e_l: make the last e_p durable.
+        if let Err(error) = self.inner.publish_persistent_epoch() {
+            self.inner.fail(&error);
+            return Err(DurabilityError::from_storage(&error));
+        }
+        self.inner.catalog.lock().take();
+        self.inner
+            .watermark
+            .fail(DurabilityError::Stopped("the database was shut down".into()));
+        Ok(())
+    }
+}

@@ -1,0 +1,666 @@
+//! Recovery (silor §5): read the installed checkpoint's metadata, remove
+//! stray files, load the checkpoint with n×m threads, then replay the logs
+//! with g threads per directory, newest file first; the largest TID wins,
+//! entries outside `[e_l, e_p]` are skipped, and tombstones are kept until
+//! replay ends. Before the database opens, every log file that holds
+//! records past `e_p` or a torn tail is rewritten without them, so a later
+//! recovery (with a larger `e_p`) can never pick them up.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use epochdb_epoch::{EpochHandle, EpochManager};
+use epochdb_storage::{decode_block, FrameError, Storage, StorageError};
+use parking_lot::Mutex;
+
+use super::files::{
+    free_old_data_name, parse_ckpt_file_name, parse_log_name, LogName, CATALOG, CHECKPOINT_META,
+    PEPOCH, TMP_SUFFIX,
+};
+use super::format::{
+    encode_catalog_header, parse_catalog_table, parse_ckpt_block, parse_log_block,
+    versioned_blocks, BlockError, CheckpointMeta, CATALOG_MAGIC, CKPT_MAGIC, FORMAT_VERSION,
+    KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
+};
+use crate::error::DurabilityError;
+use crate::table::{Table, TableId};
+use crate::tid::Tid;
+
+/// What a recovery did and how long it took (`epochdb recover` prints it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecoveryReport {
+    /// Wall time of the whole recovery, in seconds.
+    pub seconds: f64,
+    /// Time spent loading the checkpoint.
+    pub checkpoint_seconds: f64,
+    /// Time spent replaying logs.
+    pub log_seconds: f64,
+    /// Bytes of checkpoint data read.
+    pub checkpoint_bytes: u64,
+    /// Bytes of log read.
+    pub log_bytes: u64,
+    /// Checkpoint loader threads (n × m).
+    pub checkpoint_threads: usize,
+    /// Log replay threads (g per directory, all directories).
+    pub log_threads: usize,
+    /// The persistent epoch recovered to: every transaction at or below it.
+    pub persistent_epoch: u64,
+    /// The installed checkpoint's `[e_l, e_h]`, if there was one.
+    pub checkpoint_epochs: Option<(u64, u64)>,
+    /// Log entries (transactions) applied.
+    pub log_entries: u64,
+    /// Log blocks past `e_p`, dropped (their commits were never acknowledged).
+    pub dropped_blocks: u64,
+    /// Bytes of torn tail discarded from the logs being written at the crash.
+    pub torn_tail_bytes: u64,
+    /// Records in the recovered database.
+    pub records: u64,
+}
+
+impl RecoveryReport {
+    /// Recovery throughput over the bytes read, in MB/s.
+    pub fn mb_per_second(&self) -> f64 {
+        let bytes = (self.checkpoint_bytes + self.log_bytes) as f64;
+        if self.seconds > 0.0 {
+            bytes / 1e6 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The recovered database, ready to open.
+pub(crate) struct Recovered {
+    pub(crate) tables: Vec<Arc<Table>>,
+    /// The epoch the database resumes at: above everything on disk.
+    pub(crate) next_epoch: u64,
+    pub(crate) e_p: u64,
+    /// The id the next checkpoint takes.
+    pub(crate) next_checkpoint_id: u64,
+    pub(crate) report: RecoveryReport,
+}
+
+fn io(error: StorageError) -> DurabilityError {
+    DurabilityError::from_storage(&error)
+}
+
+fn corrupt(path: &Path, error: impl std::fmt::Display) -> DurabilityError {
+    DurabilityError::Corrupt(format!("{}: {error}", path.display()))
+}
+
+fn block_error(path: &Path, error: BlockError) -> DurabilityError {
+    match error {
+        BlockError::Version { .. } => {
+            DurabilityError::Incompatible(format!("{}: {error}", path.display()))
+        }
+        BlockError::Frame(_) => corrupt(path, error),
+    }
+}
+
+/// Recovers the database stored in `dirs` (creating them if new).
+pub(crate) fn recover(
+    storage: &dyn Storage,
+    dirs: &[PathBuf],
+    threads: usize,
+) -> Result<Recovered, DurabilityError> {
+    let started = Instant::now();
+    for dir in dirs {
+        if !storage.exists(dir).map_err(io)? {
+            storage.create_dir_all(dir).map_err(io)?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                storage.sync_dir(parent).map_err(io)?;
+            }
+        }
+    }
+    let dir0 = &dirs[0];
+    let names = read_catalog(storage, dir0)?;
+    let meta = read_meta(storage, dir0)?;
+    let e_p = read_pepoch(storage, dir0)?;
+    let e_l = meta.as_ref().map_or(0, |m| m.e_l);
+    remove_strays(storage, dirs, meta.as_ref())?;
+
+    let tables: Vec<Arc<Table>> = names
+        .iter()
+        .enumerate()
+        .map(|(id, name)| Arc::new(Table::new(TableId(id as u32), name.clone())))
+        .collect();
+    let mut report = RecoveryReport {
+        persistent_epoch: e_p,
+        checkpoint_epochs: meta.as_ref().map(|m| (m.e_l, m.e_h)),
+        ..RecoveryReport::default()
+    };
+    let manager = EpochManager::new(threads.max(1) * dirs.len() + 2);
+
+    if let Some(meta) = &meta {
+        let loaded = Instant::now();
+        load_checkpoint(storage, dirs, meta, &tables, &manager, &mut report)?;
+        report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
+    }
+
+    let replayed = Instant::now();
+    let max_epoch = replay_logs(storage, dirs, (e_l, e_p), &tables, &manager, threads, &mut report)?;
+    report.log_seconds = replayed.elapsed().as_secs_f64();
+
+    // Tombstones have done their job (hiding older values in any order).
+    let mut handle = manager.register().expect("recovery epoch table has room");
+    handle.protect();
+    for table in &tables {
+        table.remove_absent(&mut handle);
+        report.records += table.index_len() as u64;
+    }
+    handle.unprotect();
+    drop(handle);
+
+    let next_epoch = e_p
+        .max(meta.as_ref().map_or(0, |m| m.e_h))
+        .max(max_epoch)
+        + 1;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(Recovered {
+        tables,
+        next_epoch,
+        e_p,
+        next_checkpoint_id: meta.as_ref().map_or(1, |m| m.id + 1),
+        report,
+    })
+}
+
+/// Reads (or creates) the table catalog; cuts a torn tail off it so later
+/// appends stay readable.
+fn read_catalog(storage: &dyn Storage, dir0: &Path) -> Result<Vec<String>, DurabilityError> {
+    let path = dir0.join(CATALOG);
+    if !storage.exists(&path).map_err(io)? {
+        let mut file = storage.create(&path).map_err(io)?;
+        file.append(&encode_catalog_header()).map_err(io)?;
+        file.sync().map_err(io)?;
+        storage.sync_dir(dir0).map_err(io)?;
+        return Ok(Vec::new());
+    }
+    let data = storage.read(&path).map_err(io)?;
+    let mut names = Vec::new();
+    let mut valid_end = 0;
+    let mut saw_header = false;
+    for item in versioned_blocks(&data, CATALOG_MAGIC) {
+        match item {
+            Ok((offset, block)) => {
+                match block.kind {
+                    KIND_CATALOG_HEADER if offset == 0 => saw_header = true,
+                    KIND_CATALOG_TABLE if saw_header => {
+                        let (id, name) = parse_catalog_table(block.payload)
+                            .map_err(|e| corrupt(&path, format!("offset {offset}: {e}")))?;
+                        if id as usize != names.len() {
+                            return Err(corrupt(
+                                &path,
+                                format!("offset {offset}: table id {id} out of order"),
+                            ));
+                        }
+                        names.push(name);
+                    }
+                    kind => {
+                        return Err(corrupt(
+                            &path,
+                            format!("offset {offset}: unexpected block kind {kind}"),
+                        ))
+                    }
+                }
+                valid_end = offset + 16 + block.payload.len();
+            }
+            // The create_table that was appending never returned.
+            Err(BlockError::Frame(FrameError::TornTail { .. })) => break,
+            Err(error) => return Err(block_error(&path, error)),
+        }
+    }
+    if !saw_header {
+        return Err(DurabilityError::Incompatible(format!(
+            "{}: no catalog header; not an epochdb {FORMAT_VERSION} directory",
+            path.display()
+        )));
+    }
+    if valid_end < data.len() {
+        let mut file = storage.open(&path).map_err(io)?;
+        file.truncate(valid_end as u64).map_err(io)?;
+        file.sync().map_err(io)?;
+    }
+    Ok(names)
+}
+
+fn read_meta(storage: &dyn Storage, dir0: &Path) -> Result<Option<CheckpointMeta>, DurabilityError> {
+    let path = dir0.join(CHECKPOINT_META);
+    if !storage.exists(&path).map_err(io)? {
+        return Ok(None);
+    }
+    let data = storage.read(&path).map_err(io)?;
+    // Installed by an atomic rename after a sync: any damage is corruption.
+    let (block, end) = match decode_block(&data, 0, META_MAGIC) {
+        Ok(Some(found)) => found,
+        Ok(None) => return Err(corrupt(&path, "empty checkpoint metadata")),
+        Err(error) => return Err(corrupt(&path, error)),
+    };
+    if block.version != FORMAT_VERSION {
+        return Err(block_error(
+            &path,
+            BlockError::Version {
+                offset: 0,
+                found: block.version,
+            },
+        ));
+    }
+    if end != data.len() {
+        return Err(corrupt(&path, "trailing bytes after checkpoint metadata"));
+    }
+    CheckpointMeta::parse(block.payload)
+        .map(Some)
+        .map_err(|e| corrupt(&path, e))
+}
+
+/// The last durable `e_p` in `pepoch` (0 if there is none yet). A torn
+/// last record is an append the crash interrupted; the one before it holds.
+pub(crate) fn read_pepoch(storage: &dyn Storage, dir0: &Path) -> Result<u64, DurabilityError> {
+    let path = dir0.join(PEPOCH);
+    if !storage.exists(&path).map_err(io)? {
+        return Ok(0);
+    }
+    let data = storage.read(&path).map_err(io)?;
+    let mut e_p = 0;
+    for item in versioned_blocks(&data, PEPOCH_MAGIC) {
+        match item {
+            Ok((offset, block)) => {
+                let bytes: [u8; 8] = block
+                    .payload
+                    .try_into()
+                    .map_err(|_| corrupt(&path, format!("offset {offset}: bad record length")))?;
+                e_p = e_p.max(u64::from_le_bytes(bytes));
+            }
+            Err(BlockError::Frame(FrameError::TornTail { .. })) => break,
+            Err(error) => return Err(block_error(&path, error)),
+        }
+    }
+    Ok(e_p)
+}
+
+/// Removes files no recovery needs: checkpoints other than the installed
+/// one (a crash mid-checkpoint leaves one), temporaries, and logs wholly
+/// below the installed checkpoint's `e_l` (silor §5.1).
+fn remove_strays(
+    storage: &dyn Storage,
+    dirs: &[PathBuf],
+    meta: Option<&CheckpointMeta>,
+) -> Result<(), DurabilityError> {
+    for dir in dirs {
+        let mut removed = false;
+        for name in storage.list(dir).map_err(io)? {
+            let stray = if let Some((id, _, _)) = parse_ckpt_file_name(&name) {
+                meta.is_none_or(|m| m.id != id)
+            } else if let Some(LogName::Old { epoch }) = parse_log_name(&name) {
+                meta.is_some_and(|m| epoch < m.e_l)
+            } else {
+                name.ends_with(TMP_SUFFIX)
+            };
+            if stray {
+                storage.remove(&dir.join(&name)).map_err(io)?;
+                removed = true;
+            }
+        }
+        if removed {
+            storage.sync_dir(dir).map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
+/// Loads the checkpoint with n×m threads: thread (d, j) reads file `j` of
+/// every table from directory `d` (silor §5.1).
+fn load_checkpoint(
+    storage: &dyn Storage,
+    dirs: &[PathBuf],
+    meta: &CheckpointMeta,
+    tables: &[Arc<Table>],
+    manager: &EpochManager,
+    report: &mut RecoveryReport,
+) -> Result<(), DurabilityError> {
+    let mut groups: BTreeMap<(u32, usize), Vec<(PathBuf, u64)>> = BTreeMap::new();
+    for (dir, name, bytes) in &meta.files {
+        let Some((_, _, j)) = parse_ckpt_file_name(name) else {
+            return Err(corrupt(
+                &dirs[0].join(CHECKPOINT_META),
+                format!("bad checkpoint file name {name}"),
+            ));
+        };
+        let dir_path = dirs.get(*dir as usize).ok_or_else(|| {
+            DurabilityError::Corrupt(format!(
+                "checkpoint {} spans {} directories, but {} are configured",
+                meta.id,
+                meta.dirs,
+                dirs.len()
+            ))
+        })?;
+        groups
+            .entry((*dir, j))
+            .or_default()
+            .push((dir_path.join(name), *bytes));
+    }
+    report.checkpoint_threads = groups.len();
+    let bytes_read = AtomicU64::new(0);
+    let first_error = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for files in groups.values() {
+            let (bytes_read, first_error) = (&bytes_read, &first_error);
+            scope.spawn(move || {
+                let mut handle = manager.register().expect("room for loaders");
+                handle.protect();
+                for (path, expected) in files {
+                    match load_checkpoint_file(storage, path, *expected, tables, &mut handle) {
+                        Ok(bytes) => {
+                            bytes_read.fetch_add(bytes, Ordering::Relaxed);
+                        }
+                        Err(error) => {
+                            first_error.lock().get_or_insert(error);
+                            return;
+                        }
+                    }
+                }
+                handle.unprotect();
+            });
+        }
+    });
+    if let Some(error) = first_error.into_inner() {
+        return Err(error);
+    }
+    report.checkpoint_bytes = bytes_read.into_inner();
+    Ok(())
+}
+
+fn load_checkpoint_file(
+    storage: &dyn Storage,
+    path: &Path,
+    expected: u64,
+    tables: &[Arc<Table>],
+    handle: &mut EpochHandle,
+) -> Result<u64, DurabilityError> {
+    let data = storage.read(path).map_err(|e| match e {
+        StorageError::NotFound { .. } => corrupt(path, "checkpoint file missing"),
+        other => io(other),
+    })?;
+    if data.len() as u64 != expected {
+        return Err(corrupt(
+            path,
+            format!("{} bytes, but the checkpoint recorded {expected}", data.len()),
+        ));
+    }
+    for item in versioned_blocks(&data, CKPT_MAGIC) {
+        let (offset, block) = item.map_err(|e| block_error(path, e))?;
+        let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
+        let mut parsed = parse_ckpt_block(block.payload).map_err(|e| at(&e))?;
+        let Some(table) = tables.get(parsed.table as usize) else {
+            return Err(at(&format!("unknown table {}", parsed.table)));
+        };
+        while let Some(record) = parsed.next_record().map_err(|e| at(&e))? {
+            if record.tid & crate::tid::STATUS_MASK != 0 {
+                return Err(at(&format!("bad tid {:#x}", record.tid)));
+            }
+            table.recover_put(record.key, Tid::from_raw(record.tid), Some(record.value), handle);
+        }
+    }
+    Ok(data.len() as u64)
+}
+
+/// One log file to replay.
+struct LogFile {
+    path: PathBuf,
+    current: bool,
+}
+
+/// What replaying one file found.
+#[derive(Default)]
+struct FileOutcome {
+    /// Blocks past `e_p` or a torn tail: the file must be rewritten.
+    needs_rewrite: bool,
+    max_epoch: u64,
+}
+
+/// Replays every log with g threads per directory (silor §5.2). Returns
+/// the largest epoch seen in any block.
+fn replay_logs(
+    storage: &dyn Storage,
+    dirs: &[PathBuf],
+    (e_l, e_p): (u64, u64),
+    tables: &[Arc<Table>],
+    manager: &EpochManager,
+    threads: usize,
+    report: &mut RecoveryReport,
+) -> Result<u64, DurabilityError> {
+    let g = threads.div_ceil(dirs.len()).max(1);
+    let mut per_dir: Vec<Vec<LogFile>> = Vec::new();
+    for dir in dirs {
+        let mut files: Vec<(u64, LogFile)> = Vec::new();
+        for name in storage.list(dir).map_err(io)? {
+            match parse_log_name(&name) {
+                Some(LogName::Current) => files.push((
+                    u64::MAX,
+                    LogFile {
+                        path: dir.join(name),
+                        current: true,
+                    },
+                )),
+                Some(LogName::Old { epoch }) => files.push((
+                    epoch,
+                    LogFile {
+                        path: dir.join(name),
+                        current: false,
+                    },
+                )),
+                None => {}
+            }
+        }
+        // Newest first: data.log, then old_data.<e> by decreasing e.
+        files.sort_by_key(|file| std::cmp::Reverse(file.0));
+        per_dir.push(files.into_iter().map(|(_, file)| file).collect());
+    }
+    report.log_threads = g * dirs.len();
+    let counters: Vec<AtomicUsize> = per_dir.iter().map(|_| AtomicUsize::new(0)).collect();
+    let bytes_read = AtomicU64::new(0);
+    let entries = AtomicU64::new(0);
+    let dropped = AtomicU64::new(0);
+    let torn = AtomicU64::new(0);
+    let max_epoch = AtomicU64::new(0);
+    let rewrites: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let first_error = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for (files, next) in per_dir.iter().zip(&counters) {
+            for _ in 0..g {
+                let shared = (
+                    &bytes_read,
+                    &entries,
+                    &dropped,
+                    &torn,
+                    &max_epoch,
+                    &rewrites,
+                    &first_error,
+                );
+                scope.spawn(move || {
+                    let (bytes_read, entries, dropped, torn, max_epoch, rewrites, first_error) =
+                        shared;
+                    let mut handle = manager.register().expect("room for replayers");
+                    handle.protect();
+                    loop {
+                        // L_d of §5.2: each thread takes the next-newest file.
+                        let index = next.fetch_add(1, Ordering::AcqRel);
+                        let Some(file) = files.get(index) else { break };
+                        let counts = ReplayCounters {
+                            entries,
+                            dropped,
+                            torn,
+                        };
+                        match replay_file(storage, file, (e_l, e_p), tables, &mut handle, &counts)
+                        {
+                            Ok((bytes, outcome)) => {
+                                bytes_read.fetch_add(bytes, Ordering::Relaxed);
+                                max_epoch.fetch_max(outcome.max_epoch, Ordering::Relaxed);
+                                if outcome.needs_rewrite || file.current {
+                                    rewrites.lock().push(file.path.clone());
+                                }
+                            }
+                            Err(error) => {
+                                first_error.lock().get_or_insert(error);
+                                break;
+                            }
+                        }
+                        handle.refresh();
+                    }
+                    handle.unprotect();
+                });
+            }
+        }
+    });
+    if let Some(error) = first_error.into_inner() {
+        return Err(error);
+    }
+    report.log_bytes = bytes_read.into_inner();
+    report.log_entries = entries.into_inner();
+    report.dropped_blocks = dropped.into_inner();
+    report.torn_tail_bytes = torn.into_inner();
+    for path in rewrites.into_inner() {
+        rewrite_log(storage, &path, e_p)?;
+    }
+    Ok(max_epoch.into_inner())
+}
+
+struct ReplayCounters<'a> {
+    entries: &'a AtomicU64,
+    dropped: &'a AtomicU64,
+    torn: &'a AtomicU64,
+}
+
+/// Replays one file. A decoding failure in the file being written at the
+/// crash (`data.log`) is its unsynced tail unless a block of a persistent
+/// epoch follows it — that block was synced, so the damage before it was
+/// too, and recovery refuses. Rotated files were synced before their
+/// rename: any damage in them is corruption.
+fn replay_file(
+    storage: &dyn Storage,
+    file: &LogFile,
+    (e_l, e_p): (u64, u64),
+    tables: &[Arc<Table>],
+    handle: &mut EpochHandle,
+    counts: &ReplayCounters<'_>,
+) -> Result<(u64, FileOutcome), DurabilityError> {
+    let path = &file.path;
+    let data = storage.read(path).map_err(io)?;
+    let mut outcome = FileOutcome::default();
+    let mut writes = Vec::new();
+    for item in versioned_blocks(&data, LOG_MAGIC) {
+        let (offset, block) = match item {
+            Ok(found) => found,
+            Err(BlockError::Frame(frame)) if file.current => {
+                let offset = match frame {
+                    FrameError::TornTail { offset } | FrameError::Corrupt { offset, .. } => offset,
+                    _ => 0,
+                };
+                if let Some(synced) = persistent_block_after(&data, offset + 1, e_p) {
+                    return Err(corrupt(
+                        path,
+                        format!("{frame}, yet the block at {synced} of a persistent epoch follows it"),
+                    ));
+                }
+                counts
+                    .torn
+                    .fetch_add((data.len() - offset) as u64, Ordering::Relaxed);
+                outcome.needs_rewrite = true;
+                break;
+            }
+            Err(error) => return Err(block_error(path, error)),
+        };
+        let mut parsed = parse_log_block(block.payload)
+            .map_err(|e| corrupt(path, format!("offset {offset}: {e}")))?;
+        outcome.max_epoch = outcome.max_epoch.max(parsed.epoch);
+        if parsed.epoch > e_p {
+            // Group commit never finished for this epoch (silor §5.2).
+            counts.dropped.fetch_add(1, Ordering::Relaxed);
+            outcome.needs_rewrite = true;
+            continue;
+        }
+        if parsed.epoch < e_l {
+            continue; // the checkpoint covers it
+        }
+        let mut applied = 0;
+        while let Some(raw) = parsed
+            .next_entry(&mut writes)
+            .map_err(|e| corrupt(path, format!("offset {offset}: {e}")))?
+        {
+            let tid = Tid::from_raw(raw);
+            if tid.epoch() != parsed.epoch || raw & crate::tid::STATUS_MASK != 0 {
+                return Err(corrupt(
+                    path,
+                    format!("offset {offset}: tid {raw:#x} outside block epoch {}", parsed.epoch),
+                ));
+            }
+            for write in &writes {
+                let Some(table) = tables.get(write.table as usize) else {
+                    return Err(corrupt(
+                        path,
+                        format!("offset {offset}: unknown table {}", write.table),
+                    ));
+                };
+                table.recover_put(write.key, tid, write.value, handle);
+            }
+            applied += 1;
+        }
+        counts.entries.fetch_add(applied, Ordering::Relaxed);
+    }
+    Ok((data.len() as u64, outcome))
+}
+
+/// The offset of a valid log block of an epoch ≤ `e_p` at or after `from`.
+fn persistent_block_after(data: &[u8], from: usize, e_p: u64) -> Option<usize> {
+    let magic = LOG_MAGIC.to_le_bytes();
+    let mut at = from;
+    while let Some(found) = data.get(at..)?.windows(4).position(|w| w == magic) {
+        let offset = at + found;
+        if let Ok(Some((block, _))) = decode_block(data, offset, LOG_MAGIC) {
+            if parse_log_block(block.payload).is_ok_and(|b| b.epoch <= e_p) {
+                return Some(offset);
+            }
+        }
+        at = offset + 1;
+    }
+    None
+}
+
+/// Rewrites a log file keeping only its valid blocks of epochs ≤ `e_p`
+/// under a fresh `old_data.<e>` name, then removes the original. A crash
+/// in between leaves duplicates (harmless: same TIDs) and the original's
+/// stale blocks, which stay above the unchanged `pepoch`.
+fn rewrite_log(storage: &dyn Storage, path: &Path, e_p: u64) -> Result<(), DurabilityError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let data = storage.read(path).map_err(io)?;
+    let mut kept = Vec::new();
+    let mut max_kept = 0;
+    let mut at = 0;
+    while let Ok(Some((block, next))) = decode_block(&data, at, LOG_MAGIC) {
+        if let Ok(parsed) = parse_log_block(block.payload) {
+            if parsed.epoch <= e_p {
+                kept.extend_from_slice(&data[at..next]);
+                max_kept = max_kept.max(parsed.epoch);
+            }
+        }
+        at = next;
+    }
+    if !kept.is_empty() {
+        let target = free_old_data_name(storage, dir, max_kept).map_err(io)?;
+        let mut tmp_name = target.as_os_str().to_owned();
+        tmp_name.push(TMP_SUFFIX);
+        let tmp = PathBuf::from(tmp_name);
+        let mut out = storage.create(&tmp).map_err(io)?;
+        out.append(&kept).map_err(io)?;
+        out.sync().map_err(io)?;
+        drop(out);
+        storage.rename(&tmp, &target).map_err(io)?;
+        storage.sync_dir(dir).map_err(io)?;
+    }
+    storage.remove(path).map_err(io)?;
+    storage.sync_dir(dir).map_err(io)?;
+    Ok(())
+}
