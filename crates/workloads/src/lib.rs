@@ -1,6 +1,8 @@
 //! The papers' workloads, written once and shared by benchmarks, tests and
-//! crash tests: YCSB (SiloR's variant, CPR's variant, core A–F) and TPC-C.
+//! crash tests: YCSB (SiloR's variant, CPR's variant, core A–F), TPC-C, and
+//! the crash-test workload.
 
+pub mod crash;
 pub mod tpcc;
 mod workload;
 pub mod ycsb;

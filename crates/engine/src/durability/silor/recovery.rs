@@ -109,9 +109,16 @@ pub(crate) fn recover(
     let started = Instant::now();
     for dir in dirs {
         if !storage.exists(dir).map_err(io)? {
+            // Every directory created must reach its parent durably.
+            let missing: Vec<&Path> = dir
+                .ancestors()
+                .take_while(|a| !a.as_os_str().is_empty() && !storage.exists(a).unwrap_or(false))
+                .collect();
             storage.create_dir_all(dir).map_err(io)?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                storage.sync_dir(parent).map_err(io)?;
+            for created in missing.iter().rev() {
+                if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    storage.sync_dir(parent).map_err(io)?;
+                }
             }
         }
     }
