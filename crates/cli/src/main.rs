@@ -7,6 +7,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
+mod crashtest;
 
 use clap::{Parser, Subcommand};
 
@@ -24,12 +25,20 @@ enum Command {
     /// Run a benchmark that reproduces a paper's experiment.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Kill a child running a write-heavy workload at random moments,
+    /// recover, and check that nothing acknowledged was lost.
+    Crashtest(crashtest::CrashtestArgs),
+    /// The child process of `crashtest` (internal).
+    #[command(hide = true)]
+    CrashtestChild(crashtest::ChildArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(command) => bench::run(command),
+        Command::Crashtest(args) => crashtest::run(args),
+        Command::CrashtestChild(args) => crashtest::child(args),
     };
     if let Err(error) = result {
         eprintln!("epochdb: error: {error}");

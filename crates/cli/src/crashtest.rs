@@ -1,0 +1,287 @@
+//! `epochdb crashtest`: real process kills (DESIGN.md contract). A child
+//! process runs the crash workload (`epochdb_workloads::crash`) under the
+//! chosen mode and prints every acknowledged-durable commit; the parent
+//! kills it with SIGKILL at a random moment, recovers the directory in
+//! process, and checks that (a) every acknowledged commit is present and
+//! (b) the state is a durable prefix. Ends with
+//! `crashtest: N iterations, V violations` and fails if V > 0.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use epochdb_engine::{Config, Database, DurabilityKind, SilorOptions, Ticket};
+use epochdb_workloads::crash::{check, CrashClient, CrashTables};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Flags of `epochdb crashtest`.
+#[derive(Debug, Args)]
+pub(crate) struct CrashtestArgs {
+    /// Durability mode under test (log or silor).
+    #[arg(long, default_value = "silor")]
+    durability: DurabilityKind,
+    /// Kill-and-recover iterations.
+    #[arg(long, default_value_t = 20)]
+    iterations: u32,
+    /// Seed of the kill times and the workload.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Database directory (repeat for several); default: a fresh
+    /// temporary directory.
+    #[arg(long)]
+    dir: Vec<PathBuf>,
+    /// Worker threads in the child.
+    #[arg(long, default_value_t = 2)]
+    threads: u32,
+    /// Longest a child runs before the kill, in milliseconds (the kill
+    /// time is uniform in [50, this]).
+    #[arg(long, default_value_t = 1500)]
+    max_run_ms: u64,
+    /// Epoch length in milliseconds (short epochs rotate logs often).
+    #[arg(long, default_value_t = 10)]
+    epoch_ms: u64,
+    /// Checkpoint interval in milliseconds (silor): short, so kills land
+    /// during checkpoints.
+    #[arg(long, default_value_t = 300)]
+    checkpoint_ms: u64,
+    /// Transactions per second per child thread (0: as fast as possible).
+    /// Each adds a history record, so this bounds the database's growth
+    /// over hundreds of iterations.
+    #[arg(long, default_value_t = 20_000)]
+    rate: u64,
+}
+
+/// Flags of the hidden child command.
+#[derive(Debug, Args)]
+pub(crate) struct ChildArgs {
+    #[arg(long)]
+    durability: DurabilityKind,
+    #[arg(long)]
+    dir: Vec<PathBuf>,
+    #[arg(long)]
+    threads: u32,
+    #[arg(long)]
+    seed: u64,
+    #[arg(long)]
+    epoch_ms: u64,
+    #[arg(long)]
+    checkpoint_ms: u64,
+    #[arg(long)]
+    rate: u64,
+}
+
+const GROUPS: u32 = 64;
+
+fn config(mode: DurabilityKind, dirs: &[PathBuf], epoch_ms: u64, checkpoint_ms: u64) -> Config {
+    Config {
+        durability: mode,
+        dirs: dirs.to_vec(),
+        epoch_interval: Duration::from_millis(epoch_ms.max(1)),
+        silor: SilorOptions {
+            checkpoint_interval: Duration::from_millis(checkpoint_ms),
+            ..SilorOptions::default()
+        },
+        ..Config::default()
+    }
+}
+
+/// The parent.
+pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
+    if !args.durability.is_durable() {
+        return Err(format!(
+            "--durability {}: crash tests need a durable mode (log or silor)",
+            args.durability
+        ));
+    }
+    let scratch;
+    let dirs = if args.dir.is_empty() {
+        scratch = tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))?;
+        vec![scratch.path().to_path_buf()]
+    } else {
+        args.dir.clone()
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
+    let mut rng = SmallRng::seed_from_u64(args.seed);
+    let mut acked: HashMap<u32, u64> = HashMap::new();
+    let mut violations = 0u64;
+    let started = Instant::now();
+    for iteration in 1..=args.iterations {
+        let run_ms = rng.gen_range(50..=args.max_run_ms.max(50));
+        let child_seed = args.seed.wrapping_mul(1_000_003).wrapping_add(u64::from(iteration));
+        let acks = run_child(&exe, &args, &dirs, child_seed, Duration::from_millis(run_ms))?;
+        for (w, s) in acks {
+            let entry = acked.entry(w).or_insert(0);
+            *entry = (*entry).max(s);
+        }
+        let recovering = Instant::now();
+        let db = Database::open(config(args.durability, &dirs, args.epoch_ms, args.checkpoint_ms))
+            .map_err(|e| format!("iteration {iteration}: recovery failed: {e}"))?;
+        let recover_s = recovering.elapsed().as_secs_f64();
+        let report = check(&db, &acked)?;
+        drop(db);
+        violations += report.violations.len() as u64;
+        let acked_total: u64 = acked.values().sum();
+        eprintln!(
+            "[{:>6.1} s] iteration {iteration}/{}: killed after {run_ms} ms; recovered {} transactions in {:.3} s; acknowledged {}; {} violations",
+            started.elapsed().as_secs_f64(),
+            args.iterations,
+            report.transactions,
+            recover_s,
+            acked_total,
+            report.violations.len()
+        );
+        for violation in &report.violations {
+            eprintln!("  violation: {violation}");
+        }
+    }
+    println!(
+        "crashtest: {} iterations, {violations} violations",
+        args.iterations
+    );
+    if violations > 0 {
+        return Err(format!("{violations} violations"));
+    }
+    Ok(())
+}
+
+/// Runs one child until `kill_after` past its "ready" line, kills it, and
+/// returns the acknowledgements it printed.
+fn run_child(
+    exe: &Path,
+    args: &CrashtestArgs,
+    dirs: &[PathBuf],
+    seed: u64,
+    kill_after: Duration,
+) -> Result<Vec<(u32, u64)>, String> {
+    let mut command = Command::new(exe);
+    command
+        .arg("crashtest-child")
+        .args(["--durability", args.durability.name()])
+        .args(["--threads", &args.threads.to_string()])
+        .args(["--seed", &seed.to_string()])
+        .args(["--epoch-ms", &args.epoch_ms.to_string()])
+        .args(["--checkpoint-ms", &args.checkpoint_ms.to_string()])
+        .args(["--rate", &args.rate.to_string()]);
+    for dir in dirs {
+        command.arg("--dir").arg(dir);
+    }
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("starting the child: {e}"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut acks = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let mut parts = line.split_whitespace();
+            match parts.next() {
+                Some("ready") => {
+                    let _ = ready_tx.send(());
+                }
+                Some("ack") => {
+                    let w = parts.next().and_then(|x| x.parse().ok());
+                    let s = parts.next().and_then(|x| x.parse().ok());
+                    if let (Some(w), Some(s)) = (w, s) {
+                        acks.push((w, s));
+                    }
+                }
+                _ => {}
+            }
+        }
+        acks
+    });
+    let ready = ready_rx.recv_timeout(Duration::from_secs(300)).is_ok();
+    if ready {
+        std::thread::sleep(kill_after);
+    }
+    // SIGKILL: no destructor, no flush, no goodbye.
+    let _ = child.kill();
+    let status = child.wait().map_err(|e| format!("waiting for the child: {e}"))?;
+    let acks = reader.join().map_err(|_| "the reader thread panicked")?;
+    if !ready {
+        return Err(format!(
+            "the child exited before it was ready ({status}); see its error above"
+        ));
+    }
+    Ok(acks)
+}
+
+/// The child: recover, run the workload, print acknowledgements.
+pub(crate) fn child(args: ChildArgs) -> Result<(), String> {
+    let db = Database::open(config(args.durability, &args.dir, args.epoch_ms, args.checkpoint_ms))
+        .map_err(|e| format!("child: opening: {e}"))?;
+    let tables = CrashTables::create(&db).map_err(|e| e.to_string())?;
+    let (tx, rx) = mpsc::channel::<(u32, u64)>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let failure = Arc::new(Mutex::new(None::<String>));
+    let mut threads = Vec::new();
+    for w in 0..args.threads {
+        let (db, tx, stop, failure) = (db.clone(), tx.clone(), stop.clone(), failure.clone());
+        threads.push(std::thread::spawn(move || {
+            let result = (|| -> Result<(), String> {
+                let mut worker = db.worker().map_err(|e| e.to_string())?;
+                let mut client = CrashClient::new(&mut worker, tables, w, GROUPS, args.seed)?;
+                let mut pending: VecDeque<(u64, Ticket)> = VecDeque::new();
+                let began = Instant::now();
+                let mut done = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    pending.push_back(client.step(&mut worker)?);
+                    done += 1;
+                    if args.rate > 0 {
+                        // Pace to `rate` per second.
+                        let due = Duration::from_secs_f64(done as f64 / args.rate as f64);
+                        if let Some(ahead) = due.checked_sub(began.elapsed()) {
+                            std::thread::sleep(ahead);
+                        }
+                    }
+                    let mut newest = None;
+                    while let Some((seq, ticket)) = pending.front() {
+                        match ticket.is_durable() {
+                            Ok(true) => {
+                                newest = Some(*seq);
+                                pending.pop_front();
+                            }
+                            Ok(false) => break,
+                            Err(e) => return Err(format!("durability failed: {e}")),
+                        }
+                    }
+                    if let Some(seq) = newest {
+                        let _ = tx.send((w, seq));
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(error) = result {
+                failure.lock().expect("not poisoned").get_or_insert(error);
+                stop.store(true, Ordering::Relaxed);
+            }
+        }));
+    }
+    drop(tx);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready").map_err(|e| e.to_string())?;
+    out.flush().map_err(|e| e.to_string())?;
+    // Print acknowledgements as they come; the parent kills us eventually.
+    for (w, seq) in rx {
+        if writeln!(out, "ack {w} {seq}").and_then(|_| out.flush()).is_err() {
+            break;
+        }
+    }
+    for thread in threads {
+        let _ = thread.join();
+    }
+    let failure = failure.lock().expect("not poisoned").take();
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
