@@ -101,7 +101,8 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
     }
     let scratch;
     let dirs = if args.dir.is_empty() {
-        scratch = tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))?;
+        scratch =
+            tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))?;
         vec![scratch.path().to_path_buf()]
     } else {
         args.dir.clone()
@@ -113,15 +114,29 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
     let started = Instant::now();
     for iteration in 1..=args.iterations {
         let run_ms = rng.gen_range(50..=args.max_run_ms.max(50));
-        let child_seed = args.seed.wrapping_mul(1_000_003).wrapping_add(u64::from(iteration));
-        let acks = run_child(&exe, &args, &dirs, child_seed, Duration::from_millis(run_ms))?;
+        let child_seed = args
+            .seed
+            .wrapping_mul(1_000_003)
+            .wrapping_add(u64::from(iteration));
+        let acks = run_child(
+            &exe,
+            &args,
+            &dirs,
+            child_seed,
+            Duration::from_millis(run_ms),
+        )?;
         for (w, s) in acks {
             let entry = acked.entry(w).or_insert(0);
             *entry = (*entry).max(s);
         }
         let recovering = Instant::now();
-        let db = Database::open(config(args.durability, &dirs, args.epoch_ms, args.checkpoint_ms))
-            .map_err(|e| format!("iteration {iteration}: recovery failed: {e}"))?;
+        let db = Database::open(config(
+            args.durability,
+            &dirs,
+            args.epoch_ms,
+            args.checkpoint_ms,
+        ))
+        .map_err(|e| format!("iteration {iteration}: recovery failed: {e}"))?;
         let recover_s = recovering.elapsed().as_secs_f64();
         let report = check(&db, &acked)?;
         drop(db);
@@ -205,7 +220,9 @@ fn run_child(
     }
     // SIGKILL: no destructor, no flush, no goodbye.
     let _ = child.kill();
-    let status = child.wait().map_err(|e| format!("waiting for the child: {e}"))?;
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for the child: {e}"))?;
     let acks = reader.join().map_err(|_| "the reader thread panicked")?;
     if !ready {
         return Err(format!(
@@ -217,8 +234,13 @@ fn run_child(
 
 /// The child: recover, run the workload, print acknowledgements.
 pub(crate) fn child(args: ChildArgs) -> Result<(), String> {
-    let db = Database::open(config(args.durability, &args.dir, args.epoch_ms, args.checkpoint_ms))
-        .map_err(|e| format!("child: opening: {e}"))?;
+    let db = Database::open(config(
+        args.durability,
+        &args.dir,
+        args.epoch_ms,
+        args.checkpoint_ms,
+    ))
+    .map_err(|e| format!("child: opening: {e}"))?;
     let tables = CrashTables::create(&db).map_err(|e| e.to_string())?;
     let (tx, rx) = mpsc::channel::<(u32, u64)>();
     let stop = Arc::new(AtomicBool::new(false));
@@ -272,7 +294,10 @@ pub(crate) fn child(args: ChildArgs) -> Result<(), String> {
     out.flush().map_err(|e| e.to_string())?;
     // Print acknowledgements as they come; the parent kills us eventually.
     for (w, seq) in rx {
-        if writeln!(out, "ack {w} {seq}").and_then(|_| out.flush()).is_err() {
+        if writeln!(out, "ack {w} {seq}")
+            .and_then(|_| out.flush())
+            .is_err()
+        {
             break;
         }
     }

@@ -6,7 +6,14 @@ use std::process::Command;
 fn crashtest(mode: &str) {
     let output = Command::new(env!("CARGO_BIN_EXE_epochdb"))
         .args(["crashtest", "--durability", mode, "--iterations", "3"])
-        .args(["--max-run-ms", "400", "--checkpoint-ms", "100", "--seed", "7"])
+        .args([
+            "--max-run-ms",
+            "400",
+            "--checkpoint-ms",
+            "100",
+            "--seed",
+            "7",
+        ])
         .output()
         .expect("run epochdb");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -110,9 +110,7 @@ impl Database {
             return Self::assemble(config.clone(), mode.clone(), None, None);
         }
         match config.durability {
-            DurabilityKind::None => {
-                Self::assemble(config, Arc::new(NoDurability), None, None)
-            }
+            DurabilityKind::None => Self::assemble(config, Arc::new(NoDurability), None, None),
             DurabilityKind::Log | DurabilityKind::Silor => Self::open_silor(config),
         }
     }

@@ -2,7 +2,7 @@
 //! session serial number) and the watermark that says how far that order is
 //! durable. A ticket resolves when the watermark reaches its position.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,8 @@ pub type DurableCallback = Box<dyn FnOnce(Result<(), DurabilityError>) + Send>;
 /// (fail-stop; nothing is reported durable that is not).
 pub struct Watermark {
     durable: AtomicU64,
+    /// Set once `failed` holds an error: polls need not take the lock.
+    has_failed: AtomicBool,
     failed: Mutex<Option<DurabilityError>>,
     changed: Condvar,
     waiters: Mutex<Vec<(u64, DurableCallback)>>,
@@ -38,6 +40,7 @@ impl Watermark {
     pub fn new(initial: u64) -> Arc<Self> {
         Arc::new(Self {
             durable: AtomicU64::new(initial),
+            has_failed: AtomicBool::new(false),
             failed: Mutex::new(None),
             changed: Condvar::new(),
             waiters: Mutex::new(Vec::new()),
@@ -92,6 +95,7 @@ impl Watermark {
             if failed.is_none() {
                 *failed = Some(error.clone());
             }
+            self.has_failed.store(true, Ordering::Release);
             self.changed.notify_all();
         }
         let pending = std::mem::take(&mut *self.waiters.lock());
@@ -103,6 +107,9 @@ impl Watermark {
     fn check(&self, position: u64) -> Result<bool, DurabilityError> {
         if self.durable() >= position {
             return Ok(true);
+        }
+        if !self.has_failed.load(Ordering::Acquire) {
+            return Ok(false);
         }
         match &*self.failed.lock() {
             Some(error) => Err(error.clone()),

@@ -100,7 +100,10 @@ fn checkpoint_installs_and_recovery_uses_it() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert!(names.iter().any(|n| n == "checkpoint"), "{names:?}");
-    assert!(names.iter().any(|n| n.starts_with("ckpt.1.t0.")), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("ckpt.1.t0.")),
+        "{names:?}"
+    );
     let db = Database::open(config(DurabilityKind::Silor, dir.path())).unwrap();
     let report = db.recovery_report().unwrap().clone();
     assert!(report.checkpoint_epochs.is_some(), "{report:?}");

@@ -285,7 +285,9 @@ pub fn check(db: &Database, acked: &HashMap<u32, u64>) -> Result<CheckReport, St
         };
         let chain = edges.get(group).map(Vec::as_slice).unwrap_or(&[]);
         if !chain.iter().any(|(me, _)| *me == head) {
-            v.push(format!("group {group}: writer {head:?} has no history entry"));
+            v.push(format!(
+                "group {group}: writer {head:?} has no history entry"
+            ));
         }
         let overwritten: HashSet<(u32, u64)> = chain.iter().filter_map(|(_, p)| *p).collect();
         if overwritten.contains(&head) {

@@ -15,9 +15,9 @@ use std::time::Duration;
 use epochdb_engine::{Config, Database, DurabilityKind, SilorOptions, Ticket};
 use epochdb_storage::{CrashMode, FaultKind, FaultOp, SimStorage, Storage};
 use epochdb_workloads::crash::{check, CrashClient, CrashTables};
-use std::sync::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use std::sync::Mutex;
 
 const SIM_SEEDS_DEFAULT: u64 = 60;
 const WORKERS: u32 = 2;
@@ -91,7 +91,8 @@ fn one_seed(seed: u64, mode: DurabilityKind) -> Result<(), String> {
     let acked = Mutex::new(HashMap::new());
     for round in 0..2 {
         let db = open(&storage, mode)?;
-        let report = check(&db, &acked.lock().unwrap()).map_err(|e| format!("round {round}: {e}"))?;
+        let report =
+            check(&db, &acked.lock().unwrap()).map_err(|e| format!("round {round}: {e}"))?;
         if !report.violations.is_empty() {
             return Err(format!("round {round}: {:?}", report.violations));
         }
@@ -140,7 +141,12 @@ fn run_mode(mode: DurabilityKind) {
             failures.push(format!("{mode} seed {seed}: {error}"));
         }
     }
-    assert!(failures.is_empty(), "{} violations:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} violations:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]

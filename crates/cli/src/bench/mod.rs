@@ -48,9 +48,14 @@ pub(crate) struct CommonArgs {
     #[arg(long, value_delimiter = ',')]
     compare: Vec<DurabilityKind>,
     /// Directories for logs and checkpoints (repeat for several disks);
-    /// default: a fresh temporary directory.
+    /// each run uses a fresh subdirectory `<mode>-<n>` of each. Default: a
+    /// fresh temporary directory.
     #[arg(long)]
     dir: Vec<PathBuf>,
+    /// Seconds between the end of one checkpoint and the start of the next
+    /// (`silor`; the paper's C, §4.3).
+    #[arg(long, default_value_t = 10.0)]
+    checkpoint_interval: f64,
     /// Epoch length in milliseconds.
     #[arg(long, default_value_t = 40)]
     epoch_ms: u64,
@@ -176,14 +181,28 @@ fn run_modes(
         .load_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut runs = Vec::new();
-    for mode in &modes {
+    for (index, mode) in modes.iter().enumerate() {
         let scratch;
         let dirs = if common.dir.is_empty() {
             scratch =
                 tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))?;
             vec![scratch.path().to_path_buf()]
         } else {
-            common.dir.clone()
+            // Each run gets fresh subdirectories: a run never recovers
+            // another's data, and nothing of the user's is overwritten.
+            let mut dirs = Vec::new();
+            for dir in &common.dir {
+                let run_dir = dir.join(format!("{}-{}", mode.name(), index + 1));
+                if run_dir.exists() {
+                    return Err(format!(
+                        "--dir {}: {} exists from an earlier run; remove it or choose another --dir",
+                        dir.display(),
+                        run_dir.display()
+                    ));
+                }
+                dirs.push(run_dir);
+            }
+            dirs
         };
         let spec = RunSpec {
             mode: *mode,
@@ -192,6 +211,7 @@ fn run_modes(
             duration: Duration::from_secs_f64(common.duration),
             epoch: Duration::from_millis(common.epoch_ms),
             dirs,
+            checkpoint_interval: Duration::from_secs_f64(common.checkpoint_interval),
             seed: common.seed,
             check: common.check,
         };

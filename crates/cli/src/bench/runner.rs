@@ -40,6 +40,8 @@ pub(crate) struct RunSpec {
     pub(crate) duration: Duration,
     pub(crate) epoch: Duration,
     pub(crate) dirs: Vec<PathBuf>,
+    /// The silor checkpoint interval.
+    pub(crate) checkpoint_interval: Duration,
     pub(crate) seed: u64,
     pub(crate) check: bool,
 }
@@ -66,6 +68,10 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
     let config = Config {
         durability: spec.mode,
         dirs: spec.dirs.clone(),
+        silor: epochdb_engine::SilorOptions {
+            checkpoint_interval: spec.checkpoint_interval,
+            ..Default::default()
+        },
         workers: spec.threads,
         epoch_interval: spec.epoch,
         max_workers: (spec.threads + spec.load_threads + 8).max(64),
@@ -103,6 +109,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(spec.threads + 1));
     let windows = (spec.duration.as_nanos() / WINDOW.as_nanos()) as usize + 2;
+    let mut checkpointing = vec![false; windows];
 
     let results = std::thread::scope(|scope| -> Result<Vec<ThreadResult>, String> {
         let mut handles = Vec::new();
@@ -179,8 +186,17 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         let start = Instant::now();
         let mut last = (start, 0u64);
         while start.elapsed() < spec.duration {
-            let remaining = spec.duration.saturating_sub(start.elapsed());
-            std::thread::sleep(remaining.min(Duration::from_secs(1)));
+            // Sample the checkpoint flag every 10 ms for the series.
+            let second_ends = start.elapsed() + Duration::from_secs(1);
+            while start.elapsed() < second_ends.min(spec.duration) {
+                if db.is_checkpointing() {
+                    let window = (start.elapsed().as_nanos() / WINDOW.as_nanos()) as usize;
+                    if let Some(flag) = checkpointing.get_mut(window) {
+                        *flag = true;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let now = Instant::now();
             let commits: u64 = counters
                 .iter()
@@ -192,12 +208,17 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
                 .sum();
             let rate = (commits - last.1) as f64 / (now - last.0).as_secs_f64();
             eprintln!(
-                "[{}] {:5.1} s  {:>12} txn/s  {:>12} committed  aborts {:.2}%",
+                "[{}] {:5.1} s  {:>12} txn/s  {:>12} committed  aborts {:.2}%{}",
                 spec.mode,
                 start.elapsed().as_secs_f64(),
                 format_count(rate),
                 commits,
                 100.0 * conflicts as f64 / (commits + conflicts).max(1) as f64,
+                if db.is_checkpointing() {
+                    "  checkpointing"
+                } else {
+                    ""
+                },
             );
             last = (now, commits);
         }
@@ -245,7 +266,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             t_s: (i + 1) as f64 * WINDOW.as_secs_f64(),
             txn_s: *count as f64 / WINDOW.as_secs_f64(),
             p50_us: hist.value_at_quantile(0.5),
-            checkpointing: false,
+            checkpointing: checkpointing[i],
         })
         .collect();
     Ok(RunResult {

@@ -176,7 +176,6 @@ impl DurabilityKind {
     pub fn is_durable(self) -> bool {
         !matches!(self, DurabilityKind::None)
     }
-
 }
 
 impl fmt::Display for DurabilityKind {

@@ -250,7 +250,11 @@ fn write_and_install(
         files,
     };
     let storage = inner.storage.as_ref();
-    replace_atomically(storage, &inner.dirs[0].join(CHECKPOINT_META), &meta.encode())?;
+    replace_atomically(
+        storage,
+        &inner.dirs[0].join(CHECKPOINT_META),
+        &meta.encode(),
+    )?;
     inner.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
     inner
         .stats
@@ -299,7 +303,13 @@ struct Checkpointer<'a> {
 }
 
 impl<'a> Checkpointer<'a> {
-    fn new(inner: &'a Inner, index: usize, id: u64, m: usize, e_l: u64) -> Result<Self, CheckpointError> {
+    fn new(
+        inner: &'a Inner,
+        index: usize,
+        id: u64,
+        m: usize,
+        e_l: u64,
+    ) -> Result<Self, CheckpointError> {
         let handle = inner
             .epochs
             .register()

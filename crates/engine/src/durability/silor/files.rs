@@ -121,7 +121,10 @@ mod tests {
         assert_eq!(parse_log_name("old_data.17.tmp"), None);
         assert_eq!(parse_log_name("pepoch"), None);
         assert_eq!(parse_ckpt_file_name("ckpt.4.t3.1"), Some((4, 3, 1)));
-        assert_eq!(parse_ckpt_file_name(&ckpt_file_name(9, 2, 0)), Some((9, 2, 0)));
+        assert_eq!(
+            parse_ckpt_file_name(&ckpt_file_name(9, 2, 0)),
+            Some((9, 2, 0))
+        );
         assert_eq!(parse_ckpt_file_name("ckpt.4.t3.1.tmp"), None);
     }
 }

@@ -225,7 +225,7 @@ impl Logger {
             workers.clone()
         };
         for slot in slots {
-            if let Some(mut state) = slot.state.try_lock() {
+            if let Some(mut state) = slot.try_lock() {
                 let now = self.inner.epochs.current();
                 if state.has_records() && state.epoch < now {
                     let buffer = state.buffer.take().expect("has_records checked it");

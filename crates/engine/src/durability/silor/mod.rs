@@ -212,7 +212,8 @@ impl SiloR {
         let dirs = config.dirs.clone();
         let options = config.silor.clone();
         let checkpoints = config.durability == DurabilityKind::Silor;
-        let storage_error = |e: StorageError| OpenError::Durability(DurabilityError::from_storage(&e));
+        let storage_error =
+            |e: StorageError| OpenError::Durability(DurabilityError::from_storage(&e));
         let catalog = storage
             .open(&dirs[0].join(CATALOG))
             .map_err(storage_error)?;
@@ -321,9 +322,9 @@ impl DurabilityMode for SiloR {
             return Err(DurabilityError::from_storage(&error));
         }
         self.inner.catalog.lock().take();
-        self.inner
-            .watermark
-            .fail(DurabilityError::Stopped("the database was shut down".into()));
+        self.inner.watermark.fail(DurabilityError::Stopped(
+            "the database was shut down".into(),
+        ));
         Ok(())
     }
 }

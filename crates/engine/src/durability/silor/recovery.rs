@@ -148,7 +148,15 @@ pub(crate) fn recover(
     }
 
     let replayed = Instant::now();
-    let max_epoch = replay_logs(storage, dirs, (e_l, e_p), &tables, &manager, threads, &mut report)?;
+    let max_epoch = replay_logs(
+        storage,
+        dirs,
+        (e_l, e_p),
+        &tables,
+        &manager,
+        threads,
+        &mut report,
+    )?;
     report.log_seconds = replayed.elapsed().as_secs_f64();
 
     // Tombstones have done their job (hiding older values in any order).
@@ -161,10 +169,7 @@ pub(crate) fn recover(
     handle.unprotect();
     drop(handle);
 
-    let next_epoch = e_p
-        .max(meta.as_ref().map_or(0, |m| m.e_h))
-        .max(max_epoch)
-        + 1;
+    let next_epoch = e_p.max(meta.as_ref().map_or(0, |m| m.e_h)).max(max_epoch) + 1;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(Recovered {
         tables,
@@ -234,7 +239,10 @@ fn read_catalog(storage: &dyn Storage, dir0: &Path) -> Result<Vec<String>, Durab
     Ok(names)
 }
 
-fn read_meta(storage: &dyn Storage, dir0: &Path) -> Result<Option<CheckpointMeta>, DurabilityError> {
+fn read_meta(
+    storage: &dyn Storage,
+    dir0: &Path,
+) -> Result<Option<CheckpointMeta>, DurabilityError> {
     let path = dir0.join(CHECKPOINT_META);
     if !storage.exists(&path).map_err(io)? {
         return Ok(None);
@@ -394,7 +402,10 @@ fn load_checkpoint_file(
     if data.len() as u64 != expected {
         return Err(corrupt(
             path,
-            format!("{} bytes, but the checkpoint recorded {expected}", data.len()),
+            format!(
+                "{} bytes, but the checkpoint recorded {expected}",
+                data.len()
+            ),
         ));
     }
     for item in versioned_blocks(&data, CKPT_MAGIC) {
@@ -408,7 +419,12 @@ fn load_checkpoint_file(
             if record.tid & crate::tid::STATUS_MASK != 0 {
                 return Err(at(&format!("bad tid {:#x}", record.tid)));
             }
-            table.recover_put(record.key, Tid::from_raw(record.tid), Some(record.value), handle);
+            table.recover_put(
+                record.key,
+                Tid::from_raw(record.tid),
+                Some(record.value),
+                handle,
+            );
         }
     }
     Ok(data.len() as u64)
@@ -501,8 +517,7 @@ fn replay_logs(
                             dropped,
                             torn,
                         };
-                        match replay_file(storage, file, (e_l, e_p), tables, &mut handle, &counts)
-                        {
+                        match replay_file(storage, file, (e_l, e_p), tables, &mut handle, &counts) {
                             Ok((bytes, outcome)) => {
                                 bytes_read.fetch_add(bytes, Ordering::Relaxed);
                                 max_epoch.fetch_max(outcome.max_epoch, Ordering::Relaxed);
@@ -569,7 +584,9 @@ fn replay_file(
                 if let Some(synced) = persistent_block_after(&data, offset + 1, e_p) {
                     return Err(corrupt(
                         path,
-                        format!("{frame}, yet the block at {synced} of a persistent epoch follows it"),
+                        format!(
+                            "{frame}, yet the block at {synced} of a persistent epoch follows it"
+                        ),
                     ));
                 }
                 counts
@@ -601,7 +618,10 @@ fn replay_file(
             if tid.epoch() != parsed.epoch || raw & crate::tid::STATUS_MASK != 0 {
                 return Err(corrupt(
                     path,
-                    format!("offset {offset}: tid {raw:#x} outside block epoch {}", parsed.epoch),
+                    format!(
+                        "offset {offset}: tid {raw:#x} outside block epoch {}",
+                        parsed.epoch
+                    ),
                 ));
             }
             for write in &writes {

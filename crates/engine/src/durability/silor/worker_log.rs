@@ -10,12 +10,10 @@
 //! `e_w` for an idle worker (the paper's workers never idle; ours may wait
 //! on a ticket whose record sits in their own buffer).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-use parking_lot::lock_api::ArcMutexGuard;
-use parking_lot::{Mutex, RawMutex};
 
 use super::format::{entry_bytes, put_entry_header, put_write, start_log_block, LOG_PREFIX_BYTES};
 use super::Inner;
@@ -25,9 +23,90 @@ use crate::tid::Tid;
 
 /// What a worker and its logger share.
 pub(crate) struct WorkerSlot {
-    pub(crate) state: Arc<Mutex<SlotState>>,
+    /// Guards `state`. A spin flag rather than a mutex: the worker takes it
+    /// on every commit, and releasing it with a plain store (no locked
+    /// instruction) lets the stores into the log buffer drain in the
+    /// background — with a mutex's CAS release the commit waited for them
+    /// (measured: 89% of `log_commit`'s time was that CAS).
+    busy: AtomicBool,
+    state: UnsafeCell<SlotState>,
     /// `e_w` (silor §3.5 step 1). `u64::MAX` once the worker is gone.
     pub(crate) e_w: AtomicU64,
+}
+
+// SAFETY: `state` is only reached through `SlotGuard`, which holds `busy`.
+unsafe impl Sync for WorkerSlot {}
+// SAFETY: as above; `SlotState` itself is `Send`.
+unsafe impl Send for WorkerSlot {}
+
+impl WorkerSlot {
+    fn new() -> Self {
+        Self {
+            busy: AtomicBool::new(false),
+            state: UnsafeCell::new(SlotState {
+                buffer: None,
+                epoch: 0,
+            }),
+            e_w: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes the slot, spinning while the logger holds it (briefly).
+    fn lock(&self) {
+        while self
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Takes the slot if it is free.
+    pub(crate) fn try_lock(&self) -> Option<SlotGuard<'_>> {
+        self.busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(SlotGuard { slot: self })
+    }
+
+    fn unlock(&self) {
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// The state; the caller holds the slot.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn state_mut(&self) -> &mut SlotState {
+        // SAFETY: per the contract the caller holds `busy`, so no other
+        // reference to the state exists.
+        unsafe { &mut *self.state.get() }
+    }
+}
+
+/// The slot, held (the logger's side).
+pub(crate) struct SlotGuard<'a> {
+    slot: &'a WorkerSlot,
+}
+
+impl std::ops::Deref for SlotGuard<'_> {
+    type Target = SlotState;
+    fn deref(&self) -> &SlotState {
+        // SAFETY: the guard holds the slot.
+        unsafe { self.slot.state_mut() }
+    }
+}
+
+impl std::ops::DerefMut for SlotGuard<'_> {
+    fn deref_mut(&mut self) -> &mut SlotState {
+        // SAFETY: the guard holds the slot.
+        unsafe { self.slot.state_mut() }
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        self.slot.unlock();
+    }
 }
 
 /// The part of a slot behind its lock.
@@ -52,19 +131,15 @@ pub(crate) struct SilorWorkerLog {
     inner: Arc<Inner>,
     logger: usize,
     slot: Arc<WorkerSlot>,
-    held: Option<ArcMutexGuard<RawMutex, SlotState>>,
+    /// Whether `begin_commit` took the slot (released by `log_commit` or
+    /// `abort_commit`).
+    held: bool,
 }
 
 impl SilorWorkerLog {
     pub(crate) fn new(inner: Arc<Inner>, worker: usize) -> Self {
         let logger = worker % inner.loggers.len();
-        let slot = Arc::new(WorkerSlot {
-            state: Arc::new(Mutex::new(SlotState {
-                buffer: None,
-                epoch: 0,
-            })),
-            e_w: AtomicU64::new(0),
-        });
+        let slot = Arc::new(WorkerSlot::new());
         // Register, then advertise the current epoch: a logger that read
         // the slot list before this push read E before our E below, and our
         // commits read E later still (see logger.rs, `compute_e_l`).
@@ -74,14 +149,15 @@ impl SilorWorkerLog {
             inner,
             logger,
             slot,
-            held: None,
+            held: false,
         }
     }
 
-    fn lock(&mut self) -> ArcMutexGuard<RawMutex, SlotState> {
-        match self.held.take() {
-            Some(guard) => guard,
-            None => self.slot.state.lock_arc(),
+    /// Takes the slot (or takes over the hold from `begin_commit`); the
+    /// caller wraps it in a `SlotGuard` that releases it.
+    fn take_slot(&mut self) {
+        if !std::mem::take(&mut self.held) {
+            self.slot.lock();
         }
     }
 
@@ -113,18 +189,22 @@ impl SilorWorkerLog {
 
 impl WorkerLog for SilorWorkerLog {
     fn begin_commit(&mut self) {
-        if self.held.is_none() {
-            self.held = Some(self.slot.state.lock_arc());
+        if !self.held {
+            self.slot.lock();
+            self.held = true;
         }
     }
 
     fn abort_commit(&mut self) {
-        self.held = None;
+        if std::mem::take(&mut self.held) {
+            self.slot.unlock();
+        }
     }
 
     fn log_commit(&mut self, commit: &CommitView<'_>) -> Ticket {
         let epoch = commit.tid().epoch();
-        let mut state = self.lock();
+        self.take_slot();
+        let mut state = SlotGuard { slot: &self.slot };
         if state.buffer.is_some() && state.epoch != epoch {
             self.flush(&mut state);
             if let Some(empty) = state.buffer.as_mut() {
@@ -139,9 +219,7 @@ impl WorkerLog for SilorWorkerLog {
                 .map(|write| (write.key.len(), write.value.map(<[u8]>::len))),
         );
         if let Some(buffer) = &state.buffer {
-            if buffer.len() + needed > self.inner.options.log_buffer_bytes
-                && state.has_records()
-            {
+            if buffer.len() + needed > self.inner.options.log_buffer_bytes && state.has_records() {
                 self.flush(&mut state);
             }
         }
@@ -168,12 +246,17 @@ impl WorkerLog for SilorWorkerLog {
 
     fn read_only(&mut self, max_read: Tid) -> Ticket {
         // Results of a read-only transaction may be released once the data
-        // it read is durable.
-        Ticket::at(max_read.epoch(), self.inner.watermark.clone())
+        // it read is durable — usually it is already.
+        let epoch = max_read.epoch();
+        if epoch <= self.inner.watermark.durable() {
+            return Ticket::resolved();
+        }
+        Ticket::at(epoch, self.inner.watermark.clone())
     }
 
     fn on_epoch(&mut self, epoch: u64) {
-        let mut state = self.lock();
+        self.take_slot();
+        let mut state = SlotGuard { slot: &self.slot };
         if state.epoch < epoch {
             self.flush(&mut state);
         }
@@ -181,7 +264,8 @@ impl WorkerLog for SilorWorkerLog {
     }
 
     fn quiesce(&mut self) {
-        let mut state = self.lock();
+        self.take_slot();
+        let mut state = SlotGuard { slot: &self.slot };
         self.flush(&mut state);
         self.slot
             .e_w
@@ -191,7 +275,8 @@ impl WorkerLog for SilorWorkerLog {
 
 impl Drop for SilorWorkerLog {
     fn drop(&mut self) {
-        let mut state = self.lock();
+        self.take_slot();
+        let mut state = SlotGuard { slot: &self.slot };
         self.flush(&mut state);
         if let Some(buffer) = state.buffer.take() {
             self.inner.loggers[self.logger].recycle(buffer);
