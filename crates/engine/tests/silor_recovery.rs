@@ -139,3 +139,92 @@ fn incompatible_format_is_refused_with_a_clear_message() {
         other => panic!("expected an incompatible-format error, got {other:?}"),
     }
 }
+
+#[test]
+fn a_clean_shutdown_makes_every_commit_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(config(DurabilityKind::Log, dir.path())).unwrap();
+        let table = db.create_table("t").unwrap();
+        let mut worker = db.worker().unwrap();
+        for n in 0..100 {
+            // Tickets dropped unawaited: the shutdown must cover them.
+            let _ = worker
+                .run(|tx| {
+                    tx.put(table, &key(n), &[5; 40])?;
+                    Ok(())
+                })
+                .unwrap();
+        }
+    }
+    let db = Database::open(config(DurabilityKind::Log, dir.path())).unwrap();
+    assert_eq!(count_with_tag(&db, 5), (100, 100));
+}
+
+mod sim {
+    use super::*;
+    use epochdb_storage::{FaultKind, FaultOp, SimStorage, Storage};
+    use std::sync::Arc;
+
+    fn sim_config(storage: &SimStorage) -> Config {
+        Config {
+            storage: Some(Arc::new(storage.clone()) as Arc<dyn Storage>),
+            ..config(DurabilityKind::Log, Path::new("/db"))
+        }
+    }
+
+    /// A failed write or sync stops acknowledgements for good, and a full
+    /// disk says so.
+    #[test]
+    fn io_errors_are_fail_stop_and_a_full_disk_is_named() {
+        for (op, kind) in [
+            (FaultOp::Sync, FaultKind::Eio),
+            (FaultOp::Write, FaultKind::NoSpace),
+        ] {
+            let storage = SimStorage::new(1);
+            let db = Database::open(sim_config(&storage)).unwrap();
+            let table = db.create_table("t").unwrap();
+            let mut worker = db.worker().unwrap();
+            let ((), first) = worker
+                .run(|tx| {
+                    tx.put(table, b"a", b"1")?;
+                    Ok(())
+                })
+                .unwrap();
+            first.wait().unwrap();
+            storage.fail_nth(op, 1, kind);
+            let mut failures = Vec::new();
+            for n in 0..200u64 {
+                let ((), ticket) = worker
+                    .run(|tx| {
+                        tx.put(table, &key(n), b"2")?;
+                        Ok(())
+                    })
+                    .unwrap();
+                if let Err(error) = ticket.wait() {
+                    failures.push(error);
+                    break;
+                }
+            }
+            let error = failures.pop().expect("a commit after the fault must fail");
+            match kind {
+                FaultKind::NoSpace => {
+                    assert!(matches!(error, DurabilityError::NoSpace(_)), "{error}")
+                }
+                _ => assert!(matches!(error, DurabilityError::Io(_)), "{error}"),
+            }
+            // Later commits are never acknowledged either.
+            let ((), later) = worker
+                .run(|tx| {
+                    tx.put(table, b"z", b"3")?;
+                    Ok(())
+                })
+                .unwrap();
+            assert!(later.wait().is_err());
+            assert!(
+                first.is_durable().unwrap(),
+                "durable before the fault stays so"
+            );
+        }
+    }
+}

@@ -309,6 +309,9 @@ impl DurabilityMode for SiloR {
         if let Some(manager) = self.checkpoints.lock().take() {
             manager.stop();
         }
+        // Close the current epoch so the last commits fall below the final
+        // e_l and become durable with the last pepoch.
+        self.inner.epochs.bump();
         self.inner.stop.store(true, Ordering::Release);
         for handle in self.loggers.lock().drain(..) {
             let _ = handle.join();

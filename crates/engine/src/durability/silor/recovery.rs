@@ -489,7 +489,7 @@ fn replay_logs(
     let dropped = AtomicU64::new(0);
     let torn = AtomicU64::new(0);
     let max_epoch = AtomicU64::new(0);
-    let rewrites: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let rewrites: Mutex<Vec<(PathBuf, bool, u64)>> = Mutex::new(Vec::new());
     let first_error = Mutex::new(None);
     std::thread::scope(|scope| {
         for (files, next) in per_dir.iter().zip(&counters) {
@@ -522,7 +522,11 @@ fn replay_logs(
                                 bytes_read.fetch_add(bytes, Ordering::Relaxed);
                                 max_epoch.fetch_max(outcome.max_epoch, Ordering::Relaxed);
                                 if outcome.needs_rewrite || file.current {
-                                    rewrites.lock().push(file.path.clone());
+                                    rewrites.lock().push((
+                                        file.path.clone(),
+                                        outcome.needs_rewrite,
+                                        outcome.max_epoch,
+                                    ));
                                 }
                             }
                             Err(error) => {
@@ -544,8 +548,16 @@ fn replay_logs(
     report.log_entries = entries.into_inner();
     report.dropped_blocks = dropped.into_inner();
     report.torn_tail_bytes = torn.into_inner();
-    for path in rewrites.into_inner() {
-        rewrite_log(storage, &path, e_p)?;
+    for (path, needs_rewrite, max_epoch) in rewrites.into_inner() {
+        if needs_rewrite {
+            rewrite_log(storage, &path, e_p)?;
+        } else {
+            // A clean data.log: rotate it by name, as the logger would.
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let target = free_old_data_name(storage, dir, max_epoch).map_err(io)?;
+            storage.rename(&path, &target).map_err(io)?;
+            storage.sync_dir(dir).map_err(io)?;
+        }
     }
     Ok(max_epoch.into_inner())
 }
