@@ -83,8 +83,65 @@ fn compare_writes_runs_and_ratios() {
 }
 
 #[test]
+fn durable_modes_compare_and_report_their_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("silor.json");
+    let result = epochdb(&[
+        "bench",
+        "ycsb",
+        "--keys",
+        "20000",
+        "--duration",
+        "2",
+        "--compare",
+        "none,log,silor",
+        "--checkpoint-interval",
+        "0.2",
+        "--json",
+        out.to_str().unwrap(),
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let report = json(&out);
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert!(runs[1]["durability"]["log_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(runs[1]["durability"]["checkpoints"], 0);
+    assert!(runs[2]["durability"]["checkpoints"].as_u64().unwrap() >= 1);
+    let shaded = runs[2]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["checkpointing"] == true)
+        .count();
+    assert!(shaded >= 1, "a checkpoint period shows in the series");
+    assert!(runs[1]["latency_us"]["p50"].as_u64().unwrap() > 0);
+    // Each run had its own subdirectory, and a rerun refuses to reuse them.
+    assert!(dir.path().join("log-2").join("pepoch").exists());
+    let again = epochdb(&[
+        "bench",
+        "ycsb",
+        "--keys",
+        "1000",
+        "--duration",
+        "1",
+        "--compare",
+        "none,log",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists from an earlier run"));
+}
+
+#[test]
 fn bad_flags_are_named() {
-    let result = epochdb(&["bench", "ycsb", "--durability", "silor"]);
+    let result = epochdb(&["bench", "ycsb", "--durability", "wal"]);
     assert!(!result.status.success());
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(

@@ -179,6 +179,11 @@ impl Database {
         self.shared.durability.checkpoint()
     }
 
+    /// What the durability mode has written since the database opened.
+    pub fn durability_stats(&self) -> crate::durability::DurabilityStats {
+        self.shared.durability.stats()
+    }
+
     /// Whether the durability mode is writing a checkpoint right now.
     pub fn is_checkpointing(&self) -> bool {
         self.shared.durability.is_checkpointing()

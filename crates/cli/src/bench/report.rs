@@ -65,7 +65,22 @@ pub(crate) struct RunResult {
     pub(crate) latency_samples: u64,
     pub(crate) series: Vec<Window>,
     pub(crate) load_seconds: f64,
+    /// What the durability mode wrote during load and run.
+    pub(crate) durability: DurabilityReport,
     pub(crate) config: RunConfig,
+}
+
+/// The durability mode's counters for one run (load included).
+#[derive(Clone, Debug, Default, Serialize)]
+pub(crate) struct DurabilityReport {
+    pub(crate) log_bytes: u64,
+    pub(crate) log_syncs: u64,
+    pub(crate) log_rotations: u64,
+    pub(crate) checkpoints: u64,
+    pub(crate) checkpoint_bytes: u64,
+    pub(crate) checkpoint_seconds: f64,
+    /// Seconds per GB of checkpoint written (0 without checkpoints).
+    pub(crate) checkpoint_s_per_gb: f64,
 }
 
 /// Several runs back to back, with throughput ratios to the first.

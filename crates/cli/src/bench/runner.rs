@@ -241,7 +241,34 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             started.elapsed().as_secs_f64()
         );
     }
+    let stats = db.durability_stats();
     db.shutdown().map_err(|e| format!("shutting down: {e}"))?;
+    let durability = super::report::DurabilityReport {
+        log_bytes: stats.log_bytes,
+        log_syncs: stats.log_syncs,
+        log_rotations: stats.log_rotations,
+        checkpoints: stats.checkpoints,
+        checkpoint_bytes: stats.checkpoint_bytes,
+        checkpoint_seconds: stats.checkpoint_seconds,
+        checkpoint_s_per_gb: if stats.checkpoint_bytes > 0 {
+            stats.checkpoint_seconds / (stats.checkpoint_bytes as f64 / 1e9)
+        } else {
+            0.0
+        },
+    };
+    if spec.mode.is_durable() {
+        eprintln!(
+            "[{}] wrote {:.1} MB of log ({} syncs, {} rotations); {} checkpoints, {:.1} MB in {:.2} s ({:.1} s/GB)",
+            spec.mode,
+            stats.log_bytes as f64 / 1e6,
+            stats.log_syncs,
+            stats.log_rotations,
+            stats.checkpoints,
+            stats.checkpoint_bytes as f64 / 1e6,
+            stats.checkpoint_seconds,
+            durability.checkpoint_s_per_gb,
+        );
+    }
 
     let mut latency = new_histogram();
     let mut merged: Vec<(u64, Histogram<u64>)> =
@@ -281,6 +308,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         latency_us: Latency::from_histogram(&latency),
         latency_samples: latency.len(),
         series,
+        durability,
         load_seconds: load_s,
         config: super::report::RunConfig {
             durability: spec.mode.name().to_string(),

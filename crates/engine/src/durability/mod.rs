@@ -69,6 +69,26 @@ impl fmt::Debug for CommitView<'_> {
     }
 }
 
+/// What a durability mode has done since the database opened.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct DurabilityStats {
+    /// Bytes of log written.
+    pub log_bytes: u64,
+    /// Log syncs (fdatasync of a log file).
+    pub log_syncs: u64,
+    /// `data.log` rotations.
+    pub log_rotations: u64,
+    /// Checkpoints installed.
+    pub checkpoints: u64,
+    /// Bytes of checkpoint data written by installed checkpoints.
+    pub checkpoint_bytes: u64,
+    /// Wall time of installed checkpoints, in seconds.
+    pub checkpoint_seconds: f64,
+    /// The durable persistent epoch (epoch-based modes).
+    pub persistent_epoch: Option<u64>,
+}
+
 /// A durability mode: makes commits durable and says when they are.
 pub trait DurabilityMode: Send + Sync + 'static {
     /// The mode's name as the CLI spells it (`none`, `silor`, …).
@@ -101,6 +121,11 @@ pub trait DurabilityMode: Send + Sync + 'static {
     /// Whether a checkpoint is being written right now.
     fn is_checkpointing(&self) -> bool {
         false
+    }
+
+    /// Counters since the database opened.
+    fn stats(&self) -> DurabilityStats {
+        DurabilityStats::default()
     }
 
     /// Flushes what is buffered and stops; later tickets fail.

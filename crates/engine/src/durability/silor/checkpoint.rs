@@ -157,8 +157,15 @@ fn take_checkpoint(
     id: u64,
 ) -> Result<(), DurabilityError> {
     inner.stats.checkpointing.store(true, Ordering::Relaxed);
+    let started = Instant::now();
     let result = write_and_install(inner, tables, control, id);
     inner.stats.checkpointing.store(false, Ordering::Relaxed);
+    if result.is_ok() {
+        inner
+            .stats
+            .checkpoint_micros
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
     if let Err(CheckpointError::Io(error)) = &result {
         inner.fail(error);
     }

@@ -30,7 +30,7 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::db::TableList;
-use crate::durability::{DurabilityKind, DurabilityMode, WorkerLog};
+use crate::durability::{DurabilityKind, DurabilityMode, DurabilityStats, WorkerLog};
 use crate::error::{DurabilityError, OpenError};
 use crate::table::TableId;
 use crate::ticket::Watermark;
@@ -129,6 +129,8 @@ pub(crate) struct Stats {
     pub(crate) rotations: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) checkpoint_bytes: AtomicU64,
+    /// Wall time of installed checkpoints, start to cleanup, in µs.
+    pub(crate) checkpoint_micros: AtomicU64,
     /// Whether a checkpoint is being written now.
     pub(crate) checkpointing: AtomicBool,
 }
@@ -303,6 +305,19 @@ impl DurabilityMode for SiloR {
 
     fn is_checkpointing(&self) -> bool {
         self.inner.stats.checkpointing.load(Ordering::Relaxed)
+    }
+
+    fn stats(&self) -> DurabilityStats {
+        let stats = &self.inner.stats;
+        DurabilityStats {
+            log_bytes: stats.log_bytes.load(Ordering::Relaxed),
+            log_syncs: stats.log_syncs.load(Ordering::Relaxed),
+            log_rotations: stats.rotations.load(Ordering::Relaxed),
+            checkpoints: stats.checkpoints.load(Ordering::Relaxed),
+            checkpoint_bytes: stats.checkpoint_bytes.load(Ordering::Relaxed),
+            checkpoint_seconds: stats.checkpoint_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            persistent_epoch: Some(self.inner.persistent_epoch()),
+        }
     }
 
     fn shutdown(&self) -> Result<(), DurabilityError> {
