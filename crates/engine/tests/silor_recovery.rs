@@ -227,4 +227,44 @@ mod sim {
             );
         }
     }
+
+    fn write_and_close(storage: &SimStorage, rows: u64) {
+        let db = Database::open(sim_config(storage)).unwrap();
+        write_batch(&db, 0, rows, 7);
+    }
+
+    /// Damage inside the synced prefix of `data.log` (which pepoch records)
+    /// is corruption and refused, never mistaken for a torn tail; garbage
+    /// past it is a torn tail and discarded.
+    #[test]
+    fn synced_damage_is_refused_and_a_torn_tail_is_not() {
+        for bit_offset in [40u64, 300, 2_000] {
+            let storage = SimStorage::new(bit_offset);
+            write_and_close(&storage, 300);
+            let path = Path::new("/db/data.log");
+            let len = storage.len(path).unwrap();
+            assert!(len * 8 > bit_offset * 8 + 8, "data.log has {len} bytes");
+            // A bit inside a block of the synced prefix.
+            storage.flip_bit(path, bit_offset * 8 + 3).unwrap();
+            match Database::open(sim_config(&storage)) {
+                Err(OpenError::Durability(DurabilityError::Corrupt(text))) => {
+                    assert!(text.contains("data.log"), "{text}");
+                }
+                other => panic!("flip at byte {bit_offset}: expected corruption, got {other:?}"),
+            }
+        }
+
+        let storage = SimStorage::new(99);
+        write_and_close(&storage, 300);
+        let path = Path::new("/db/data.log");
+        let mut file = storage.open(path).unwrap();
+        file.append(b"eLOG\x01\x00\x01\x00garbage of a torn write")
+            .unwrap();
+        file.sync().unwrap();
+        drop(file);
+        let db = Database::open(sim_config(&storage)).unwrap();
+        let report = db.recovery_report().unwrap();
+        assert!(report.torn_tail_bytes > 0, "{report:?}");
+        assert_eq!(count_with_tag(&db, 7), (300, 300));
+    }
 }

@@ -210,7 +210,9 @@ pub fn check(db: &Database, acked: &HashMap<u32, u64>) -> Result<CheckReport, St
 
     // History: exactly 1..=c(w) for every worker; edges resolve.
     let mut seen: HashMap<u32, HashSet<u64>> = HashMap::new();
-    let mut edges: HashMap<u32, Vec<((u32, u64), Option<(u32, u64)>)>> = HashMap::new();
+    // Per group: every recovered writer and the writer it overwrote.
+    type Writer = (u32, u64);
+    let mut edges: HashMap<u32, Vec<(Writer, Option<Writer>)>> = HashMap::new();
     for (key, value) in &history {
         let Some((w, s)) = parse_writer(key) else {
             v.push(format!("malformed history key {key:?}"));

@@ -3,10 +3,13 @@
 //! length, CRC32C; integers little-endian). Payloads:
 //!
 //! ```text
+//! log header     (magic LOG, kind HEADER): file sequence u64 — the first
+//!                  block of every `data.log`, synced when it is created
 //! log block      (magic LOG):  epoch u64, then entries:
 //!                  tid u64, writes u32, then per write:
 //!                  table u32, key_len u32, value_len u32 (u32::MAX: tombstone), key, value
-//! pepoch record  (magic PEPOCH): e_p u64
+//! pepoch record  (magic PEPOCH): e_p u64, dirs u32, then per directory
+//!                  the `data.log` it had synced: sequence u64, length u64
 //! catalog        (magic CATALOG): kind HEADER: format version u32;
 //!                  kind TABLE: id u32, name_len u32, name
 //! checkpoint data (magic CKPT): table u32, then records:
@@ -41,6 +44,8 @@ pub(crate) const META_MAGIC: u32 = u32::from_le_bytes(*b"eMET");
 
 /// Block kind of a log buffer.
 pub(crate) const KIND_LOG: u16 = 1;
+/// Block kind of a log file's header.
+pub(crate) const KIND_LOG_HEADER: u16 = 2;
 /// Block kind of a pepoch record.
 pub(crate) const KIND_PEPOCH: u16 = 1;
 /// Block kind of the catalog's header.
@@ -217,19 +222,83 @@ impl<'a> LogBlock<'a> {
     }
 }
 
-// ------------------------------------------------------------------- pepoch
-
-/// One pepoch record, framed.
-pub(crate) fn encode_pepoch(e_p: u64) -> Vec<u8> {
+/// A log file's header block: its sequence number.
+pub(crate) fn encode_log_header(seq: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(BLOCK_HEADER_BYTES + 8);
     encode_block(
         &mut out,
-        PEPOCH_MAGIC,
+        LOG_MAGIC,
         FORMAT_VERSION,
-        KIND_PEPOCH,
-        &e_p.to_le_bytes(),
+        KIND_LOG_HEADER,
+        &seq.to_le_bytes(),
     );
     out
+}
+
+/// Parses a log header's payload.
+pub(crate) fn parse_log_header(payload: &[u8]) -> Result<u64, Malformed> {
+    let mut reader = Reader::new(payload);
+    let seq = reader.u64("log header sequence")?;
+    if !reader.is_empty() {
+        return Err(Malformed("trailing bytes after a log header"));
+    }
+    Ok(seq)
+}
+
+// ------------------------------------------------------------------- pepoch
+
+/// What one directory's logger had made durable when `e_p` was written:
+/// the sequence number of its `data.log` and the length synced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct SyncedLog {
+    pub(crate) seq: u64,
+    pub(crate) len: u64,
+}
+
+/// A decoded pepoch record.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct PepochRecord {
+    pub(crate) e_p: u64,
+    pub(crate) logs: Vec<SyncedLog>,
+}
+
+impl PepochRecord {
+    /// The framed record.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut payload = Vec::with_capacity(12 + 16 * self.logs.len());
+        put_u64(&mut payload, self.e_p);
+        put_u32(&mut payload, self.logs.len() as u32);
+        for log in &self.logs {
+            put_u64(&mut payload, log.seq);
+            put_u64(&mut payload, log.len);
+        }
+        let mut out = Vec::with_capacity(BLOCK_HEADER_BYTES + payload.len());
+        encode_block(
+            &mut out,
+            PEPOCH_MAGIC,
+            FORMAT_VERSION,
+            KIND_PEPOCH,
+            &payload,
+        );
+        out
+    }
+
+    /// Parses a record's payload.
+    pub(crate) fn parse(payload: &[u8]) -> Result<Self, Malformed> {
+        let mut reader = Reader::new(payload);
+        let e_p = reader.u64("pepoch e_p")?;
+        let count = reader.u32("pepoch directory count")?;
+        let mut logs = Vec::new();
+        for _ in 0..count {
+            let seq = reader.u64("pepoch log sequence")?;
+            let len = reader.u64("pepoch log length")?;
+            logs.push(SyncedLog { seq, len });
+        }
+        if !reader.is_empty() {
+            return Err(Malformed("trailing bytes after a pepoch record"));
+        }
+        Ok(Self { e_p, logs })
+    }
 }
 
 // ------------------------------------------------------------------ catalog
@@ -510,6 +579,8 @@ mod tests {
                 while let Ok(Some(_)) = block.next_record() {}
             }
             let _ = CheckpointMeta::parse(&payload);
+            let _ = PepochRecord::parse(&payload);
+            let _ = parse_log_header(&payload);
             let _ = parse_catalog_table(&payload);
         }
     }

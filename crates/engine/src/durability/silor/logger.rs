@@ -16,7 +16,9 @@ use epochdb_storage::{StorageError, StorageFile};
 use parking_lot::Mutex;
 
 use super::files::{free_old_data_name, replace_atomically, DATA_LOG, PEPOCH};
-use super::format::{encode_pepoch, log_block_epoch, seal_log_block, LOG_PREFIX_BYTES};
+use super::format::{
+    encode_log_header, log_block_epoch, seal_log_block, PepochRecord, SyncedLog, LOG_PREFIX_BYTES,
+};
 use super::worker_log::WorkerSlot;
 use super::Inner;
 
@@ -40,6 +42,9 @@ pub(crate) struct LoggerShared {
     pub(crate) workers: Mutex<Vec<Arc<WorkerSlot>>>,
     /// The last published `e_l`: every epoch below it is durable here.
     pub(crate) e_l: AtomicU64,
+    /// The `data.log` and length synced when `e_l` was published (stored
+    /// before `e_l`, so whoever reads a new `e_l` finds at least this).
+    pub(crate) synced: Mutex<SyncedLog>,
 }
 
 impl LoggerShared {
@@ -51,6 +56,7 @@ impl LoggerShared {
             per_worker,
             workers: Mutex::new(Vec::new()),
             e_l: AtomicU64::new(initial_e_l),
+            synced: Mutex::new(SyncedLog::default()),
         }
     }
 
@@ -110,11 +116,17 @@ impl PepochWriter {
 
     /// Makes `e_p` durable in `pepoch` (silor §3.5 step 5): one appended,
     /// checksummed record and a sync; recovery takes the last valid one.
+    /// The record also names each directory's synced `data.log` prefix, so
+    /// recovery can tell damage in synced data from a torn tail.
     pub(crate) fn persist(&mut self, inner: &Inner, e_p: u64) -> Result<(), StorageError> {
         if e_p <= self.last {
             return Ok(());
         }
-        let record = encode_pepoch(e_p);
+        let record = PepochRecord {
+            e_p,
+            logs: inner.loggers.iter().map(|l| *l.synced.lock()).collect(),
+        }
+        .encode();
         let storage = inner.storage.as_ref();
         match self.file.as_mut() {
             Some(file) if self.bytes < PEPOCH_REWRITE_BYTES => {
@@ -141,6 +153,9 @@ pub(crate) struct Logger {
     index: usize,
     dir: PathBuf,
     file: Box<dyn StorageFile>,
+    /// `data.log`'s sequence number (its header) and bytes appended.
+    seq: u64,
+    file_len: u64,
     /// Epoch of the first and largest buffer in `data.log`.
     file_first_epoch: Option<u64>,
     file_max_epoch: u64,
@@ -153,13 +168,16 @@ impl Logger {
     /// (recovery moved any previous one aside).
     pub(crate) fn open(inner: Arc<Inner>, index: usize) -> Result<Self, StorageError> {
         let dir = inner.dirs[index].clone();
-        let file = inner.storage.create(&dir.join(DATA_LOG))?;
-        inner.storage.sync_dir(&dir)?;
+        let seq = inner.epochs.current().max(inner.min_log_seq);
+        let (file, file_len) = create_data_log(&inner, &dir, seq)?;
+        *inner.loggers[index].synced.lock() = SyncedLog { seq, len: file_len };
         Ok(Self {
             inner,
             index,
             dir,
             file,
+            seq,
+            file_len,
             file_first_epoch: None,
             file_max_epoch: 0,
             unsynced: false,
@@ -202,6 +220,10 @@ impl Logger {
                 self.unsynced = false;
                 self.inner.stats.log_syncs.fetch_add(1, Ordering::Relaxed);
             }
+            *self.shared().synced.lock() = SyncedLog {
+                seq: self.seq,
+                len: self.file_len,
+            };
             self.shared().e_l.store(e_l, Ordering::Release);
             self.maybe_rotate()?;
         }
@@ -249,6 +271,7 @@ impl Logger {
         let epoch = log_block_epoch(&buffer);
         seal_log_block(&mut buffer);
         self.file.append(&buffer)?;
+        self.file_len += buffer.len() as u64;
         self.unsynced = true;
         self.bytes_written += buffer.len() as u64;
         self.inner
@@ -277,10 +300,11 @@ impl Logger {
         }
         let storage = self.inner.storage.as_ref();
         let target = free_old_data_name(storage, &self.dir, self.file_max_epoch)?;
-        let current = self.dir.join(DATA_LOG);
-        storage.rename(&current, &target)?;
-        self.file = storage.create(&current)?;
-        storage.sync_dir(&self.dir)?;
+        storage.rename(&self.dir.join(DATA_LOG), &target)?;
+        let seq = (self.seq + 1).max(self.inner.epochs.current());
+        let (file, file_len) = create_data_log(&self.inner, &self.dir, seq)?;
+        (self.file, self.seq, self.file_len) = (file, seq, file_len);
+        *self.shared().synced.lock() = SyncedLog { seq, len: file_len };
         self.file_first_epoch = None;
         self.file_max_epoch = 0;
         self.inner.stats.rotations.fetch_add(1, Ordering::Relaxed);
@@ -295,6 +319,21 @@ impl Logger {
         }
         Ok(())
     }
+}
+
+/// Creates `data.log` with its header block, synced with its directory
+/// entry, so a header can only be damaged by corruption.
+fn create_data_log(
+    inner: &Inner,
+    dir: &std::path::Path,
+    seq: u64,
+) -> Result<(Box<dyn StorageFile>, u64), StorageError> {
+    let mut file = inner.storage.create(&dir.join(DATA_LOG))?;
+    let header = encode_log_header(seq);
+    file.append(&header)?;
+    file.sync()?;
+    inner.storage.sync_dir(dir)?;
+    Ok((file, header.len() as u64))
 }
 
 /// Runs a logger until stop, then a last cycle so everything handed over

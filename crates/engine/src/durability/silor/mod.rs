@@ -146,6 +146,9 @@ pub(crate) struct Inner {
     pub(crate) loggers: Vec<LoggerShared>,
     pepoch: Mutex<PepochWriter>,
     catalog: Mutex<Option<Box<dyn epochdb_storage::StorageFile>>>,
+    /// Every new `data.log` takes a sequence number at least this (above
+    /// every number recorded before the last recovery).
+    pub(crate) min_log_seq: u64,
     stop: AtomicBool,
     failed: AtomicBool,
     pub(crate) stats: Stats,
@@ -227,6 +230,7 @@ impl SiloR {
                 .collect(),
             pepoch: Mutex::new(PepochWriter::new(&dirs[0], recovered.e_p)),
             catalog: Mutex::new(Some(catalog)),
+            min_log_seq: recovered.next_epoch,
             watermark: Watermark::new(recovered.e_p),
             storage,
             dirs,

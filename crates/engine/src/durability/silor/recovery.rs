@@ -22,8 +22,9 @@ use super::files::{
 };
 use super::format::{
     encode_catalog_header, parse_catalog_table, parse_ckpt_block, parse_log_block,
-    versioned_blocks, BlockError, CheckpointMeta, CATALOG_MAGIC, CKPT_MAGIC, FORMAT_VERSION,
-    KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
+    parse_log_header, versioned_blocks, BlockError, CheckpointMeta, PepochRecord, SyncedLog,
+    CATALOG_MAGIC, CKPT_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG,
+    KIND_LOG_HEADER, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
 };
 use crate::error::DurabilityError;
 use crate::table::{Table, TableId};
@@ -125,7 +126,8 @@ pub(crate) fn recover(
     let dir0 = &dirs[0];
     let names = read_catalog(storage, dir0)?;
     let meta = read_meta(storage, dir0)?;
-    let e_p = read_pepoch(storage, dir0)?;
+    let pepoch = read_pepoch(storage, dir0)?;
+    let e_p = pepoch.e_p;
     let e_l = meta.as_ref().map_or(0, |m| m.e_l);
     remove_strays(storage, dirs, meta.as_ref())?;
 
@@ -151,7 +153,8 @@ pub(crate) fn recover(
     let max_epoch = replay_logs(
         storage,
         dirs,
-        (e_l, e_p),
+        &pepoch,
+        e_l,
         &tables,
         &manager,
         threads,
@@ -271,29 +274,33 @@ fn read_meta(
         .map_err(|e| corrupt(&path, e))
 }
 
-/// The last durable `e_p` in `pepoch` (0 if there is none yet). A torn
-/// last record is an append the crash interrupted; the one before it holds.
-pub(crate) fn read_pepoch(storage: &dyn Storage, dir0: &Path) -> Result<u64, DurabilityError> {
+/// The last durable record in `pepoch` (`e_p` = 0 if there is none yet).
+/// A torn last record is an append the crash interrupted; the one before
+/// it holds.
+pub(crate) fn read_pepoch(
+    storage: &dyn Storage,
+    dir0: &Path,
+) -> Result<PepochRecord, DurabilityError> {
     let path = dir0.join(PEPOCH);
     if !storage.exists(&path).map_err(io)? {
-        return Ok(0);
+        return Ok(PepochRecord::default());
     }
     let data = storage.read(&path).map_err(io)?;
-    let mut e_p = 0;
+    let mut last = PepochRecord::default();
     for item in versioned_blocks(&data, PEPOCH_MAGIC) {
         match item {
             Ok((offset, block)) => {
-                let bytes: [u8; 8] = block
-                    .payload
-                    .try_into()
-                    .map_err(|_| corrupt(&path, format!("offset {offset}: bad record length")))?;
-                e_p = e_p.max(u64::from_le_bytes(bytes));
+                let record = PepochRecord::parse(block.payload)
+                    .map_err(|e| corrupt(&path, format!("offset {offset}: {e}")))?;
+                if record.e_p >= last.e_p {
+                    last = record;
+                }
             }
             Err(BlockError::Frame(FrameError::TornTail { .. })) => break,
             Err(error) => return Err(block_error(&path, error)),
         }
     }
-    Ok(e_p)
+    Ok(last)
 }
 
 /// Removes files no recovery needs: checkpoints other than the installed
@@ -433,7 +440,10 @@ fn load_checkpoint_file(
 /// One log file to replay.
 struct LogFile {
     path: PathBuf,
+    /// `data.log`: the file being written at the crash.
     current: bool,
+    /// What `pepoch` says was synced in this directory's `data.log`.
+    synced: SyncedLog,
 }
 
 /// What replaying one file found.
@@ -442,22 +452,28 @@ struct FileOutcome {
     /// Blocks past `e_p` or a torn tail: the file must be rewritten.
     needs_rewrite: bool,
     max_epoch: u64,
+    /// The largest log header sequence number seen.
+    max_seq: u64,
 }
 
 /// Replays every log with g threads per directory (silor §5.2). Returns
 /// the largest epoch seen in any block.
+#[allow(clippy::too_many_arguments)]
 fn replay_logs(
     storage: &dyn Storage,
     dirs: &[PathBuf],
-    (e_l, e_p): (u64, u64),
+    pepoch: &PepochRecord,
+    e_l: u64,
     tables: &[Arc<Table>],
     manager: &EpochManager,
     threads: usize,
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
+    let e_p = pepoch.e_p;
     let g = threads.div_ceil(dirs.len()).max(1);
     let mut per_dir: Vec<Vec<LogFile>> = Vec::new();
-    for dir in dirs {
+    for (index, dir) in dirs.iter().enumerate() {
+        let synced = pepoch.logs.get(index).copied().unwrap_or_default();
         let mut files: Vec<(u64, LogFile)> = Vec::new();
         for name in storage.list(dir).map_err(io)? {
             match parse_log_name(&name) {
@@ -466,6 +482,7 @@ fn replay_logs(
                     LogFile {
                         path: dir.join(name),
                         current: true,
+                        synced,
                     },
                 )),
                 Some(LogName::Old { epoch }) => files.push((
@@ -473,6 +490,7 @@ fn replay_logs(
                     LogFile {
                         path: dir.join(name),
                         current: false,
+                        synced,
                     },
                 )),
                 None => {}
@@ -520,7 +538,10 @@ fn replay_logs(
                         match replay_file(storage, file, (e_l, e_p), tables, &mut handle, &counts) {
                             Ok((bytes, outcome)) => {
                                 bytes_read.fetch_add(bytes, Ordering::Relaxed);
-                                max_epoch.fetch_max(outcome.max_epoch, Ordering::Relaxed);
+                                max_epoch.fetch_max(
+                                    outcome.max_epoch.max(outcome.max_seq),
+                                    Ordering::Relaxed,
+                                );
                                 if outcome.needs_rewrite || file.current {
                                     rewrites.lock().push((
                                         file.path.clone(),
@@ -569,10 +590,11 @@ struct ReplayCounters<'a> {
 }
 
 /// Replays one file. A decoding failure in the file being written at the
-/// crash (`data.log`) is its unsynced tail unless a block of a persistent
-/// epoch follows it — that block was synced, so the damage before it was
-/// too, and recovery refuses. Rotated files were synced before their
-/// rename: any damage in them is corruption.
+/// crash (`data.log`) is its unsynced tail — unless it lies inside the
+/// prefix `pepoch` records as synced, or a block of a persistent epoch
+/// follows it (that block was synced, so the damage before it was too):
+/// then it is corruption, and recovery refuses. Rotated files were synced
+/// before their rename: any damage in them is corruption.
 fn replay_file(
     storage: &dyn Storage,
     file: &LogFile,
@@ -585,6 +607,7 @@ fn replay_file(
     let data = storage.read(path).map_err(io)?;
     let mut outcome = FileOutcome::default();
     let mut writes = Vec::new();
+    let mut synced_len = 0u64;
     for item in versioned_blocks(&data, LOG_MAGIC) {
         let (offset, block) = match item {
             Ok(found) => found,
@@ -593,6 +616,12 @@ fn replay_file(
                     FrameError::TornTail { offset } | FrameError::Corrupt { offset, .. } => offset,
                     _ => 0,
                 };
+                if (offset as u64) < synced_len {
+                    return Err(corrupt(
+                        path,
+                        format!("{frame}, inside the {synced_len} bytes pepoch records as synced"),
+                    ));
+                }
                 if let Some(synced) = persistent_block_after(&data, offset + 1, e_p) {
                     return Err(corrupt(
                         path,
@@ -609,8 +638,20 @@ fn replay_file(
             }
             Err(error) => return Err(block_error(path, error)),
         };
-        let mut parsed = parse_log_block(block.payload)
-            .map_err(|e| corrupt(path, format!("offset {offset}: {e}")))?;
+        let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
+        match block.kind {
+            KIND_LOG => {}
+            KIND_LOG_HEADER => {
+                let seq = parse_log_header(block.payload).map_err(|e| at(&e))?;
+                outcome.max_seq = outcome.max_seq.max(seq);
+                if file.current && offset == 0 && seq == file.synced.seq {
+                    synced_len = file.synced.len;
+                }
+                continue;
+            }
+            kind => return Err(at(&format!("unknown log block kind {kind}"))),
+        }
+        let mut parsed = parse_log_block(block.payload).map_err(|e| at(&e))?;
         outcome.max_epoch = outcome.max_epoch.max(parsed.epoch);
         if parsed.epoch > e_p {
             // Group commit never finished for this epoch (silor §5.2).
@@ -622,26 +663,17 @@ fn replay_file(
             continue; // the checkpoint covers it
         }
         let mut applied = 0;
-        while let Some(raw) = parsed
-            .next_entry(&mut writes)
-            .map_err(|e| corrupt(path, format!("offset {offset}: {e}")))?
-        {
+        while let Some(raw) = parsed.next_entry(&mut writes).map_err(|e| at(&e))? {
             let tid = Tid::from_raw(raw);
             if tid.epoch() != parsed.epoch || raw & crate::tid::STATUS_MASK != 0 {
-                return Err(corrupt(
-                    path,
-                    format!(
-                        "offset {offset}: tid {raw:#x} outside block epoch {}",
-                        parsed.epoch
-                    ),
-                ));
+                return Err(at(&format!(
+                    "tid {raw:#x} outside block epoch {}",
+                    parsed.epoch
+                )));
             }
             for write in &writes {
                 let Some(table) = tables.get(write.table as usize) else {
-                    return Err(corrupt(
-                        path,
-                        format!("offset {offset}: unknown table {}", write.table),
-                    ));
+                    return Err(at(&format!("unknown table {}", write.table)));
                 };
                 table.recover_put(write.key, tid, write.value, handle);
             }
@@ -659,7 +691,9 @@ fn persistent_block_after(data: &[u8], from: usize, e_p: u64) -> Option<usize> {
     while let Some(found) = data.get(at..)?.windows(4).position(|w| w == magic) {
         let offset = at + found;
         if let Ok(Some((block, _))) = decode_block(data, offset, LOG_MAGIC) {
-            if parse_log_block(block.payload).is_ok_and(|b| b.epoch <= e_p) {
+            if block.kind == KIND_LOG
+                && parse_log_block(block.payload).is_ok_and(|b| b.epoch <= e_p)
+            {
                 return Some(offset);
             }
         }
@@ -679,6 +713,10 @@ fn rewrite_log(storage: &dyn Storage, path: &Path, e_p: u64) -> Result<(), Durab
     let mut max_kept = 0;
     let mut at = 0;
     while let Ok(Some((block, next))) = decode_block(&data, at, LOG_MAGIC) {
+        if block.kind != KIND_LOG {
+            at = next;
+            continue;
+        }
         if let Ok(parsed) = parse_log_block(block.payload) {
             if parsed.epoch <= e_p {
                 kept.extend_from_slice(&data[at..next]);

@@ -64,10 +64,13 @@ impl WorkerSlot {
 
     /// Takes the slot if it is free.
     pub(crate) fn try_lock(&self) -> Option<SlotGuard<'_>> {
+        // Build the guard only on success: a guard dropped on failure would
+        // release the worker's hold (the simulated-disk crash test caught
+        // exactly that with `then_some`).
         self.busy
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
-            .then_some(SlotGuard { slot: self })
+            .then(|| SlotGuard { slot: self })
     }
 
     fn unlock(&self) {
@@ -314,5 +317,26 @@ impl Drop for SilorWorkerLog {
         }
         // Gone: holds back nothing. The logger drops the slot.
         self.slot.e_w.store(u64::MAX, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_try_lock_leaves_the_holder_in_place() {
+        let slot = WorkerSlot::new();
+        slot.lock();
+        assert!(slot.try_lock().is_none());
+        assert!(
+            slot.try_lock().is_none(),
+            "the failed attempt released the lock"
+        );
+        slot.unlock();
+        let guard = slot.try_lock().expect("free now");
+        assert!(slot.try_lock().is_none());
+        drop(guard);
+        assert!(slot.try_lock().is_some());
     }
 }
