@@ -11,6 +11,9 @@ mod none;
 pub(crate) mod silor;
 
 pub use none::NoDurability;
+pub use silor::inspect::{
+    inspect_dir, inspect_file, Damage, DirSummary, FileFormat, InspectSummary,
+};
 pub use silor::{RecoveryReport, SilorOptions};
 
 use std::fmt;

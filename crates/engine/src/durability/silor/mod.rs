@@ -12,6 +12,7 @@
 mod checkpoint;
 mod files;
 pub(crate) mod format;
+pub(crate) mod inspect;
 mod logger;
 mod recovery;
 mod worker_log;

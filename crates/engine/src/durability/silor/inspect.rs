@@ -1,0 +1,1416 @@
+//! `epochdb inspect`: every file of the `log` and `silor` modes in
+//! human-readable form (DESIGN.md, storage rules: "`epochdb inspect` prints
+//! any file"). The format is told by the block magic at offset 0 (the file
+//! name decides only when the magic is unreadable); the payloads are decoded
+//! with the parsers recovery uses (`format.rs`), so what inspect calls
+//! intact is what recovery reads.
+//!
+//! A file's listing is one line per block, then a summary line:
+//!
+//! ```text
+//! /db/old_data.17: log file, 1104 bytes
+//!     offset     length  ver  kind  contents
+//!          0        552    1     1  log epoch 12: 3 entries, 3 writes
+//!        552        552    1     1  log epoch 13: 3 entries, 3 writes
+//! summary: 2 blocks, 1104 bytes, intact
+//! ```
+//!
+//! `length` counts the whole block (16-byte header and payload). Damage is
+//! judged as recovery judges it (silor §5; DESIGN.md: a torn tail is
+//! expected after a crash, damage inside synced data is corruption):
+//!
+//! * `data.log`, `catalog`, `pepoch` and `*.tmp` are appended to while the
+//!   process runs, so an unfinished last block is a torn tail. In `data.log`
+//!   any damage after which no intact block follows counts as its unsynced
+//!   tail (recovery drops it); recovery also tolerates damage followed only
+//!   by blocks above the persistent epoch, which inspect, reading one file,
+//!   cannot know and reports as corruption.
+//! * `old_data.<e>`, checkpoint data files and the `checkpoint` metadata are
+//!   synced before they get their name: any damage in them, a torn tail
+//!   included, is corruption.
+//!
+//! Payloads are checked as recovery checks them: block kinds, TIDs (no
+//! status bits; a log entry's TID in its block's epoch), catalog ids in
+//! order after the header, exactly one metadata block.
+
+use std::collections::BTreeSet;
+use std::fmt::{self, Write};
+use std::path::Path;
+
+use epochdb_storage::{blocks, decode_block, Block, FrameError, Storage, BLOCK_HEADER_BYTES};
+
+use super::files::{
+    parse_ckpt_file_name, parse_log_name, LogName, CATALOG, CHECKPOINT_META, PEPOCH, TMP_SUFFIX,
+};
+use super::format::{
+    parse_catalog_table, parse_ckpt_block, parse_log_block, CheckpointMeta, Reader, CATALOG_MAGIC,
+    CKPT_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_CKPT, KIND_LOG,
+    KIND_META, KIND_PEPOCH, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
+};
+use crate::error::DurabilityError;
+use crate::tid::{Tid, STATUS_MASK};
+
+/// Key bytes shown in hex before the rest is elided.
+const KEY_HEX_BYTES_MAX: usize = 32;
+
+/// The kinds of file the `log` and `silor` modes write (`format.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FileFormat {
+    /// `data.log`, `old_data.<e>[.<k>]`: log blocks (magic `eLOG`).
+    Log,
+    /// `pepoch`: persistent-epoch records (magic `ePEP`).
+    Pepoch,
+    /// `catalog`: the header, then one entry per table (magic `eCAT`).
+    Catalog,
+    /// `ckpt.<id>.t<table>.<j>`: checkpoint data blocks (magic `eCKP`).
+    CheckpointData,
+    /// `checkpoint`: the installed checkpoint's metadata (magic `eMET`).
+    CheckpointMeta,
+}
+
+impl FileFormat {
+    /// Every format, in the order inspect tries their magics.
+    pub const ALL: [FileFormat; 5] = [
+        FileFormat::Log,
+        FileFormat::Pepoch,
+        FileFormat::Catalog,
+        FileFormat::CheckpointData,
+        FileFormat::CheckpointMeta,
+    ];
+
+    /// A short human name ("log", "checkpoint data", …).
+    pub fn name(self) -> &'static str {
+        match self {
+            FileFormat::Log => "log",
+            FileFormat::Pepoch => "pepoch",
+            FileFormat::Catalog => "catalog",
+            FileFormat::CheckpointData => "checkpoint data",
+            FileFormat::CheckpointMeta => "checkpoint metadata",
+        }
+    }
+
+    fn magic(self) -> u32 {
+        match self {
+            FileFormat::Log => LOG_MAGIC,
+            FileFormat::Pepoch => PEPOCH_MAGIC,
+            FileFormat::Catalog => CATALOG_MAGIC,
+            FileFormat::CheckpointData => CKPT_MAGIC,
+            FileFormat::CheckpointMeta => META_MAGIC,
+        }
+    }
+
+    /// The format whose magic `data` starts with, if any.
+    pub fn detect(data: &[u8]) -> Option<FileFormat> {
+        let head = data.get(..4)?;
+        Self::ALL
+            .into_iter()
+            .find(|format| head == format.magic().to_le_bytes())
+    }
+
+    /// The format a file called `name` holds by epochdb's naming
+    /// (`files.rs`), a `.tmp` suffix ignored; `None` for other names.
+    pub fn from_file_name(name: &str) -> Option<FileFormat> {
+        let name = name.strip_suffix(TMP_SUFFIX).unwrap_or(name);
+        if parse_log_name(name).is_some() {
+            Some(FileFormat::Log)
+        } else if parse_ckpt_file_name(name).is_some() {
+            Some(FileFormat::CheckpointData)
+        } else {
+            match name {
+                PEPOCH => Some(FileFormat::Pepoch),
+                CATALOG => Some(FileFormat::Catalog),
+                CHECKPOINT_META => Some(FileFormat::CheckpointMeta),
+                _ => None,
+            }
+        }
+    }
+}
+
+impl fmt::Display for FileFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Damage found in a file; decoding stops at the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Damage {
+    /// The unfinished last write of a crash: everything before `offset` is
+    /// intact, the `bytes` from it on are discarded by recovery.
+    TornTail {
+        /// Where the unfinished block starts.
+        offset: u64,
+        /// Bytes from `offset` to the end of the file.
+        bytes: u64,
+    },
+    /// Damage recovery refuses: inside synced data, or a payload that does
+    /// not parse although its checksum matched.
+    Corrupt {
+        /// Where the damaged block starts.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A block written by a format version this build does not read.
+    Incompatible {
+        /// Where the block starts.
+        offset: u64,
+        /// Its format version.
+        version: u16,
+    },
+}
+
+impl Damage {
+    /// Where the damage starts.
+    pub fn offset(&self) -> u64 {
+        match self {
+            Damage::TornTail { offset, .. }
+            | Damage::Corrupt { offset, .. }
+            | Damage::Incompatible { offset, .. } => *offset,
+        }
+    }
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Damage::TornTail { offset, bytes } => {
+                write!(f, "torn tail at offset {offset} ({bytes} bytes)")
+            }
+            Damage::Corrupt { offset, reason } => write!(f, "CORRUPT at offset {offset}: {reason}"),
+            Damage::Incompatible { offset, version } => write!(
+                f,
+                "INCOMPATIBLE at offset {offset}: format version {version}, this build reads version {FORMAT_VERSION}"
+            ),
+        }
+    }
+}
+
+/// What inspecting one file found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InspectSummary {
+    /// The file's format.
+    pub format: FileFormat,
+    /// Intact blocks decoded (before any damage).
+    pub blocks: u64,
+    /// The file's length in bytes.
+    pub bytes: u64,
+    /// Log entries (transactions) or checkpoint records in the intact
+    /// blocks; 0 for the other formats.
+    pub entries: u64,
+    /// A one-line description of the contents ("epochs 3..=7", "e_p 17",
+    /// "2 tables", …).
+    pub detail: String,
+    /// The first damage, if any.
+    pub damage: Option<Damage>,
+    /// The decoded metadata of a `checkpoint` file, for cross-checks.
+    meta: Option<CheckpointMeta>,
+}
+
+impl InspectSummary {
+    /// Whether the file has damage recovery refuses (corruption or an
+    /// unreadable format version); a torn tail is not.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(
+            self.damage,
+            Some(Damage::Corrupt { .. } | Damage::Incompatible { .. })
+        )
+    }
+
+    /// The summary line's text: blocks, bytes, and the damage or "intact".
+    pub fn summary_line(&self) -> String {
+        let verdict = match &self.damage {
+            Some(damage) => damage.to_string(),
+            None => "intact".to_string(),
+        };
+        format!(
+            "{}, {} bytes, {verdict}",
+            count(self.blocks, "block", "blocks"),
+            self.bytes
+        )
+    }
+}
+
+/// What inspecting a directory found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DirSummary {
+    /// Every epochdb file, by name, in listing order.
+    pub files: Vec<(String, InspectSummary)>,
+    /// Entries that are not epochdb files (other files, subdirectories).
+    pub skipped: Vec<String>,
+    /// Damage between files: checkpoint files the installed checkpoint
+    /// names that are missing or of the wrong length.
+    pub problems: Vec<String>,
+}
+
+impl DirSummary {
+    /// Files with damage recovery refuses, plus problems between files.
+    pub fn corrupt(&self) -> usize {
+        self.files.iter().filter(|(_, s)| s.is_corrupt()).count() + self.problems.len()
+    }
+}
+
+/// How the file's name says a decoding failure must be judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TailPolicy {
+    /// Appended to while running: the decoder's verdict stands.
+    Appended,
+    /// `data.log`: damage with no intact block after it is the unsynced tail.
+    CurrentLog,
+    /// Synced before named: any damage is corruption.
+    Synced,
+}
+
+fn tail_policy(name: &str) -> TailPolicy {
+    if name.ends_with(TMP_SUFFIX) {
+        return TailPolicy::Appended;
+    }
+    match parse_log_name(name) {
+        Some(LogName::Current) => return TailPolicy::CurrentLog,
+        Some(LogName::Old { .. }) => return TailPolicy::Synced,
+        None => {}
+    }
+    if parse_ckpt_file_name(name).is_some() || name == CHECKPOINT_META {
+        TailPolicy::Synced
+    } else {
+        TailPolicy::Appended
+    }
+}
+
+fn listing_failed(_: fmt::Error) -> DurabilityError {
+    DurabilityError::Io("writing the inspect listing failed".into())
+}
+
+fn file_name(path: &Path) -> &str {
+    path.file_name().and_then(|n| n.to_str()).unwrap_or("")
+}
+
+/// Prints the file `path` in human-readable form to `out`: a header line,
+/// one line per block (offset, length, version, kind and the decoded
+/// contents; with `verbose` also every log entry and write, every
+/// checkpoint record), and a summary line (see the module documentation).
+///
+/// Damage in the file is part of the returned summary, not an error.
+/// Errors: the file cannot be read, it is not an epochdb file (neither its
+/// magic nor its name is one of `format.rs`'s), or writing to `out` failed.
+pub fn inspect_file(
+    storage: &dyn Storage,
+    path: &Path,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> Result<InspectSummary, DurabilityError> {
+    let data = storage
+        .read(path)
+        .map_err(|e| DurabilityError::from_storage(&e))?;
+    let name = file_name(path);
+    let format = FileFormat::detect(&data)
+        .or_else(|| FileFormat::from_file_name(name))
+        .ok_or_else(|| not_epochdb(path, &data))?;
+    list_file(path, &data, format, verbose, out).map_err(listing_failed)
+}
+
+fn list_file(
+    path: &Path,
+    data: &[u8],
+    format: FileFormat,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> Result<InspectSummary, fmt::Error> {
+    writeln!(
+        out,
+        "{}: {format} file, {} bytes",
+        path.display(),
+        data.len()
+    )?;
+    let policy = tail_policy(file_name(path));
+    let summary = inspect_bytes(data, format, policy, verbose, Some(&mut *out))?;
+    writeln!(out, "summary: {}", summary.summary_line())?;
+    Ok(summary)
+}
+
+fn not_epochdb(path: &Path, data: &[u8]) -> DurabilityError {
+    let head: Vec<String> = data.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    DurabilityError::Incompatible(format!(
+        "{}: not an epochdb file (starts with [{}], not eLOG, ePEP, eCAT, eCKP or eMET)",
+        path.display(),
+        head.join(" ")
+    ))
+}
+
+/// Lists the epochdb files in directory `dir` to `out`, one line each
+/// (name, format, blocks, bytes, contents, damage), then a summary line.
+/// If `dir` holds the installed checkpoint's metadata, the checkpoint files
+/// it names in this directory must exist with the recorded lengths.
+///
+/// Errors: the directory cannot be listed, a file with an epochdb name
+/// cannot be read, or writing to `out` failed.
+pub fn inspect_dir(
+    storage: &dyn Storage,
+    dir: &Path,
+    out: &mut dyn Write,
+) -> Result<DirSummary, DurabilityError> {
+    let io = |e: epochdb_storage::StorageError| DurabilityError::from_storage(&e);
+    let mut summary = DirSummary::default();
+    for name in storage.list(dir).map_err(io)? {
+        let path = dir.join(&name);
+        let by_name = FileFormat::from_file_name(&name);
+        let data = match storage.read(&path) {
+            Ok(data) => data,
+            // Subdirectories and unreadable strangers are not ours.
+            Err(_) if by_name.is_none() => {
+                summary.skipped.push(name);
+                continue;
+            }
+            Err(error) => return Err(io(error)),
+        };
+        let Some(format) = FileFormat::detect(&data).or(by_name) else {
+            summary.skipped.push(name);
+            continue;
+        };
+        let file = inspect_bytes(&data, format, tail_policy(&name), false, None)
+            .map_err(listing_failed)?;
+        summary.files.push((name, file));
+    }
+    check_checkpoint_files(storage, dir, &mut summary);
+    write_dir_listing(dir, &summary, out).map_err(listing_failed)?;
+    Ok(summary)
+}
+
+/// The installed checkpoint's files in directory 0 (the one holding its
+/// metadata) must exist with the lengths it recorded (recovery checks both).
+fn check_checkpoint_files(storage: &dyn Storage, dir: &Path, summary: &mut DirSummary) {
+    let Some(meta) = summary
+        .files
+        .iter()
+        .find(|(name, _)| name == CHECKPOINT_META)
+        .and_then(|(_, file)| file.meta.clone())
+    else {
+        return;
+    };
+    for (index, name, expected) in &meta.files {
+        if *index != 0 {
+            continue;
+        }
+        match storage.len(&dir.join(name)) {
+            Ok(len) if len == *expected => {}
+            Ok(len) => summary.problems.push(format!(
+                "checkpoint {} recorded {name} as {expected} bytes, but it has {len}",
+                meta.id
+            )),
+            Err(_) => summary.problems.push(format!(
+                "checkpoint {} names {name}, which is missing",
+                meta.id
+            )),
+        }
+    }
+}
+
+fn write_dir_listing(dir: &Path, summary: &DirSummary, out: &mut dyn Write) -> fmt::Result {
+    writeln!(
+        out,
+        "{}: {} epochdb files",
+        dir.display(),
+        summary.files.len()
+    )?;
+    let width = summary
+        .files
+        .iter()
+        .map(|(name, _)| name.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    for (name, file) in &summary.files {
+        let verdict = match &file.damage {
+            Some(damage) => damage.to_string(),
+            None => "intact".to_string(),
+        };
+        writeln!(
+            out,
+            "{name:<width$}  {:<19} {:>14} {:>12} bytes  {}  {verdict}",
+            file.format.name(),
+            count(file.blocks, "block", "blocks"),
+            file.bytes,
+            file.detail
+        )?;
+    }
+    for name in &summary.skipped {
+        writeln!(out, "{name:<width$}  (not an epochdb file, skipped)")?;
+    }
+    for problem in &summary.problems {
+        writeln!(out, "CORRUPT: {problem}")?;
+    }
+    let bytes: u64 = summary.files.iter().map(|(_, f)| f.bytes).sum();
+    let torn = summary
+        .files
+        .iter()
+        .filter(|(_, f)| matches!(f.damage, Some(Damage::TornTail { .. })))
+        .count();
+    writeln!(
+        out,
+        "summary: {} files, {bytes} bytes, {torn} with a torn tail, {} corrupt",
+        summary.files.len(),
+        summary.corrupt()
+    )
+}
+
+/// Decodes `data` as `format`, writing the block lines to `out` if given.
+fn inspect_bytes(
+    data: &[u8],
+    format: FileFormat,
+    policy: TailPolicy,
+    verbose: bool,
+    mut out: Option<&mut dyn Write>,
+) -> Result<InspectSummary, fmt::Error> {
+    if let Some(out) = out.as_deref_mut() {
+        writeln!(
+            out,
+            "{:>10} {:>10} {:>4} {:>5}  contents",
+            "offset", "length", "ver", "kind"
+        )?;
+    }
+    let mut decoder = Decoder::new(format);
+    let mut blocks_seen = 0u64;
+    let mut damage = None;
+    let mut text = String::new();
+    for item in blocks(data, format.magic()) {
+        text.clear();
+        match item {
+            Ok((offset, block)) => {
+                let length = BLOCK_HEADER_BYTES + block.payload.len();
+                write!(
+                    text,
+                    "{offset:>10} {length:>10} {:>4} {:>5}  ",
+                    block.version, block.kind
+                )?;
+                let prefix_len = text.len();
+                let verdict = if block.version == FORMAT_VERSION {
+                    decoder.block(offset, &block, verbose, &mut text)
+                } else {
+                    Err(Damage::Incompatible {
+                        offset: offset as u64,
+                        version: block.version,
+                    })
+                };
+                if let Err(found) = verdict {
+                    if text.len() == prefix_len {
+                        writeln!(text, "{found}")?;
+                    } else {
+                        if !text.ends_with('\n') {
+                            text.push('\n');
+                        }
+                        writeln!(text, "{:>12}{found}", "")?;
+                    }
+                    damage = Some(found);
+                } else {
+                    blocks_seen += 1;
+                    if !text.ends_with('\n') {
+                        text.push('\n');
+                    }
+                }
+            }
+            Err(error) => {
+                let found = judge(&error, data, format.magic(), policy);
+                let offset = found.offset();
+                write!(
+                    text,
+                    "{offset:>10} {:>10} {:>4} {:>5}  {found}",
+                    data.len() as u64 - offset,
+                    "-",
+                    "-"
+                )?;
+                if let (Damage::TornTail { .. }, FrameError::Corrupt { reason, .. }) =
+                    (&found, &error)
+                {
+                    // data.log's unsynced tail may hold any bytes.
+                    write!(text, " ({reason}; no intact block follows)")?;
+                }
+                text.push('\n');
+                damage = Some(found);
+            }
+        }
+        if let Some(out) = out.as_deref_mut() {
+            out.write_str(&text)?;
+        }
+        if damage.is_some() {
+            break;
+        }
+    }
+    if damage.as_ref().is_none_or(|d| !is_refused(d)) {
+        if let Some(missing) = decoder.missing() {
+            if let Some(out) = out {
+                writeln!(
+                    out,
+                    "{:>10} {:>10} {:>4} {:>5}  {missing}",
+                    0, "-", "-", "-"
+                )?;
+            }
+            damage = Some(missing);
+        }
+    }
+    let (detail, entries, meta) = decoder.finish();
+    Ok(InspectSummary {
+        format,
+        blocks: blocks_seen,
+        bytes: data.len() as u64,
+        entries,
+        detail,
+        damage,
+        meta,
+    })
+}
+
+fn is_refused(damage: &Damage) -> bool {
+    !matches!(damage, Damage::TornTail { .. })
+}
+
+/// Judges a framing failure by the file's tail policy (module docs).
+fn judge(error: &FrameError, data: &[u8], magic: u32, policy: TailPolicy) -> Damage {
+    let (offset, torn) = match error {
+        FrameError::TornTail { offset } => (*offset, true),
+        FrameError::Corrupt { offset, .. } => (*offset, false),
+        _ => (0, false),
+    };
+    let bytes = data.len().saturating_sub(offset) as u64;
+    let tail = Damage::TornTail {
+        offset: offset as u64,
+        bytes,
+    };
+    let corrupt = |reason: String| Damage::Corrupt {
+        offset: offset as u64,
+        reason,
+    };
+    let reason = match error {
+        FrameError::Corrupt { reason, .. } => reason.to_string(),
+        other => other.to_string(),
+    };
+    match policy {
+        TailPolicy::Appended if torn => tail,
+        TailPolicy::Appended => corrupt(reason),
+        TailPolicy::CurrentLog => match intact_block_after(data, offset + 1, magic) {
+            None => tail,
+            Some(next) => corrupt(format!("{reason}; yet an intact block follows at {next}")),
+        },
+        TailPolicy::Synced if torn => corrupt(format!(
+            "the file ends inside a block ({bytes} bytes), but it was synced before it was named"
+        )),
+        TailPolicy::Synced => corrupt(reason),
+    }
+}
+
+/// The offset of the first intact block of format `magic` at or after `from`.
+fn intact_block_after(data: &[u8], from: usize, magic: u32) -> Option<usize> {
+    let magic = magic.to_le_bytes();
+    let tail = data.get(from..)?;
+    tail.windows(4)
+        .enumerate()
+        .filter(|(_, window)| *window == magic)
+        .map(|(at, _)| from + at)
+        .find(|&at| {
+            matches!(
+                decode_block(data, at, u32::from_le_bytes(magic)),
+                Ok(Some(_))
+            )
+        })
+}
+
+/// A key in hex (its first `KEY_HEX_BYTES_MAX` bytes) and its length.
+fn key_hex(key: &[u8]) -> String {
+    if key.is_empty() {
+        return "(empty)".into();
+    }
+    let mut text = String::with_capacity(2 * KEY_HEX_BYTES_MAX + 24);
+    for byte in key.iter().take(KEY_HEX_BYTES_MAX) {
+        let _ = write!(text, "{byte:02x}");
+    }
+    if key.len() > KEY_HEX_BYTES_MAX {
+        text.push('…');
+    }
+    let _ = write!(text, " ({} bytes)", key.len());
+    text
+}
+
+/// `n` and the noun in the right number.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A TID as `0x…` with its epoch and sequence number.
+fn tid_text(raw: u64) -> String {
+    let tid = Tid::from_raw(raw);
+    // tid.rs: the sequence sits in the low 32 bits, above the status bits.
+    let sequence = (raw & 0xFFFF_FFFF) >> STATUS_MASK.count_ones();
+    format!("{raw:#018x} (epoch {}, seq {sequence})", tid.epoch())
+}
+
+/// Per-format decoding state across the blocks of one file.
+struct Decoder {
+    format: FileFormat,
+    entries: u64,
+    writes: u64,
+    epochs: Option<(u64, u64)>,
+    e_p_max: Option<u64>,
+    catalog_header: Option<u32>,
+    catalog_tables: u32,
+    ckpt_tables: BTreeSet<u32>,
+    meta: Option<CheckpointMeta>,
+}
+
+impl Decoder {
+    fn new(format: FileFormat) -> Self {
+        Self {
+            format,
+            entries: 0,
+            writes: 0,
+            epochs: None,
+            e_p_max: None,
+            catalog_header: None,
+            catalog_tables: 0,
+            ckpt_tables: BTreeSet::new(),
+            meta: None,
+        }
+    }
+
+    /// Decodes one intact block into `text` (its contents after the line's
+    /// prefix, then verbose lines); the damage if its payload is wrong.
+    fn block(
+        &mut self,
+        offset: usize,
+        block: &Block<'_>,
+        verbose: bool,
+        text: &mut String,
+    ) -> Result<(), Damage> {
+        let corrupt = |reason: String| Damage::Corrupt {
+            offset: offset as u64,
+            reason,
+        };
+        let expected_kinds: &[u16] = match self.format {
+            FileFormat::Log => &[KIND_LOG],
+            FileFormat::Pepoch => &[KIND_PEPOCH],
+            FileFormat::Catalog => &[KIND_CATALOG_HEADER, KIND_CATALOG_TABLE],
+            FileFormat::CheckpointData => &[KIND_CKPT],
+            FileFormat::CheckpointMeta => &[KIND_META],
+        };
+        if !expected_kinds.contains(&block.kind) {
+            text.push_str("unknown kind");
+            return Err(corrupt(format!(
+                "block kind {} is not one of the {} format's",
+                block.kind, self.format
+            )));
+        }
+        let result = match self.format {
+            FileFormat::Log => self.log_block(block.payload, verbose, text),
+            FileFormat::Pepoch => self.pepoch_block(block.payload, text),
+            FileFormat::Catalog => self.catalog_block(offset, block, text),
+            FileFormat::CheckpointData => self.ckpt_block(block.payload, verbose, text),
+            FileFormat::CheckpointMeta => self.meta_block(block.payload, text),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(Problem::Payload(reason)) => Err(corrupt(reason)),
+            // Writing to a String never fails; were it to, the listing of
+            // this block is incomplete, which is all the reader must know.
+            Err(Problem::Fmt) => Err(corrupt("the block's listing could not be written".into())),
+        }
+    }
+
+    fn log_block(
+        &mut self,
+        payload: &[u8],
+        verbose: bool,
+        text: &mut String,
+    ) -> Result<(), Problem> {
+        // Validate and count first, so a bad entry is reported before any
+        // of the block's entries are listed.
+        let mut parsed = parse_log_block(payload)?;
+        let epoch = parsed.epoch;
+        let mut writes = Vec::new();
+        let (mut entries, mut write_count) = (0u64, 0u64);
+        while let Some(raw) = parsed.next_entry(&mut writes)? {
+            check_log_tid(raw, epoch)?;
+            entries += 1;
+            write_count += writes.len() as u64;
+        }
+        write!(
+            text,
+            "log epoch {epoch}: {}, {}",
+            count(entries, "entry", "entries"),
+            count(write_count, "write", "writes")
+        )?;
+        self.entries += entries;
+        self.writes += write_count;
+        self.epochs = Some(match self.epochs {
+            None => (epoch, epoch),
+            Some((low, high)) => (low.min(epoch), high.max(epoch)),
+        });
+        if verbose {
+            text.push('\n');
+            let mut parsed = parse_log_block(payload)?;
+            while let Some(raw) = parsed.next_entry(&mut writes)? {
+                writeln!(
+                    text,
+                    "{:>12}tid {}: {}",
+                    "",
+                    tid_text(raw),
+                    count(writes.len() as u64, "write", "writes")
+                )?;
+                for write in &writes {
+                    let value = match write.value {
+                        Some(value) => format!("value {} bytes", value.len()),
+                        None => "tombstone".to_string(),
+                    };
+                    writeln!(
+                        text,
+                        "{:>14}table {} key {} {value}",
+                        "",
+                        write.table,
+                        key_hex(write.key)
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn pepoch_block(&mut self, payload: &[u8], text: &mut String) -> Result<(), Problem> {
+        let bytes: [u8; 8] = payload.try_into().map_err(|_| {
+            Problem::Payload(format!("pepoch record of {} bytes, not 8", payload.len()))
+        })?;
+        let e_p = u64::from_le_bytes(bytes);
+        self.e_p_max = Some(self.e_p_max.map_or(e_p, |max| max.max(e_p)));
+        write!(text, "pepoch e_p {e_p}")?;
+        Ok(())
+    }
+
+    fn catalog_block(
+        &mut self,
+        offset: usize,
+        block: &Block<'_>,
+        text: &mut String,
+    ) -> Result<(), Problem> {
+        if block.kind == KIND_CATALOG_HEADER {
+            if offset != 0 {
+                text.push_str("catalog header");
+                return Err(Problem::Payload(
+                    "a second catalog header, not at offset 0".into(),
+                ));
+            }
+            let mut reader = Reader::new(block.payload);
+            let version = reader.u32("catalog header version")?;
+            if !reader.is_empty() {
+                return Err(Problem::Payload(
+                    "trailing bytes after the catalog header".into(),
+                ));
+            }
+            self.catalog_header = Some(version);
+            write!(text, "catalog header: format version {version}")?;
+            return Ok(());
+        }
+        let (id, name) = parse_catalog_table(block.payload)?;
+        write!(text, "table {id} {name:?}")?;
+        if self.catalog_header.is_none() {
+            return Err(Problem::Payload(
+                "table entry before the catalog header".into(),
+            ));
+        }
+        if id != self.catalog_tables {
+            return Err(Problem::Payload(format!(
+                "table id {id} out of order (expected {})",
+                self.catalog_tables
+            )));
+        }
+        self.catalog_tables += 1;
+        Ok(())
+    }
+
+    fn ckpt_block(
+        &mut self,
+        payload: &[u8],
+        verbose: bool,
+        text: &mut String,
+    ) -> Result<(), Problem> {
+        let mut parsed = parse_ckpt_block(payload)?;
+        let table = parsed.table;
+        let mut records = 0u64;
+        while let Some(record) = parsed.next_record()? {
+            check_ckpt_tid(record.tid)?;
+            records += 1;
+        }
+        write!(
+            text,
+            "checkpoint table {table}: {}",
+            count(records, "record", "records")
+        )?;
+        self.entries += records;
+        self.ckpt_tables.insert(table);
+        if verbose {
+            text.push('\n');
+            let mut parsed = parse_ckpt_block(payload)?;
+            while let Some(record) = parsed.next_record()? {
+                writeln!(
+                    text,
+                    "{:>12}key {} tid {} value {} bytes",
+                    "",
+                    key_hex(record.key),
+                    tid_text(record.tid),
+                    record.value.len()
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn meta_block(&mut self, payload: &[u8], text: &mut String) -> Result<(), Problem> {
+        if self.meta.is_some() {
+            text.push_str("checkpoint metadata");
+            return Err(Problem::Payload(
+                "trailing bytes after checkpoint metadata".into(),
+            ));
+        }
+        let meta = CheckpointMeta::parse(payload)?;
+        write!(
+            text,
+            "checkpoint {}: e_l {}, e_h {}, {}, {}, {}",
+            meta.id,
+            meta.e_l,
+            meta.e_h,
+            count(u64::from(meta.dirs), "dir", "dirs"),
+            count(meta.tables.len() as u64, "table", "tables"),
+            count(meta.files.len() as u64, "file", "files")
+        )?;
+        for (id, name) in &meta.tables {
+            write!(text, "\n{:>12}table {id} {name:?}", "")?;
+        }
+        for (dir, name, bytes) in &meta.files {
+            write!(text, "\n{:>12}file dir {dir} {name} ({bytes} bytes)", "")?;
+        }
+        self.meta = Some(meta);
+        Ok(())
+    }
+
+    /// Damage a file has by what it lacks: a catalog without its header, a
+    /// metadata file without its block (recovery refuses both).
+    fn missing(&self) -> Option<Damage> {
+        let reason = match self.format {
+            FileFormat::Catalog if self.catalog_header.is_none() => "no catalog header",
+            FileFormat::CheckpointMeta if self.meta.is_none() => "no checkpoint metadata block",
+            _ => return None,
+        };
+        Some(Damage::Corrupt {
+            offset: 0,
+            reason: reason.into(),
+        })
+    }
+
+    /// The one-line detail, entries, and the metadata.
+    fn finish(self) -> (String, u64, Option<CheckpointMeta>) {
+        let detail = match self.format {
+            FileFormat::Log => match self.epochs {
+                Some((low, high)) => format!(
+                    "epochs {low}..={high}, {}, {}",
+                    count(self.entries, "entry", "entries"),
+                    count(self.writes, "write", "writes")
+                ),
+                None => "no blocks".into(),
+            },
+            FileFormat::Pepoch => match self.e_p_max {
+                Some(e_p) => format!("e_p {e_p}"),
+                None => "no e_p yet".into(),
+            },
+            FileFormat::Catalog => match self.catalog_header {
+                Some(version) => format!(
+                    "format {version}, {}",
+                    count(u64::from(self.catalog_tables), "table", "tables")
+                ),
+                None => "no header".into(),
+            },
+            FileFormat::CheckpointData if self.ckpt_tables.is_empty() => "no records".into(),
+            FileFormat::CheckpointData => {
+                let tables: Vec<String> = self.ckpt_tables.iter().map(u32::to_string).collect();
+                format!(
+                    "table {}, {}",
+                    tables.join(","),
+                    count(self.entries, "record", "records")
+                )
+            }
+            FileFormat::CheckpointMeta => match &self.meta {
+                Some(meta) => format!(
+                    "checkpoint {}, e_l {}, e_h {}, {}",
+                    meta.id,
+                    meta.e_l,
+                    meta.e_h,
+                    count(meta.files.len() as u64, "file", "files")
+                ),
+                None => "empty".into(),
+            },
+        };
+        (detail, self.entries, self.meta)
+    }
+}
+
+/// Why a payload could not be listed.
+enum Problem {
+    /// It does not parse or breaks a rule recovery checks.
+    Payload(String),
+    /// Writing the text failed (never, for a `String`).
+    Fmt,
+}
+
+impl From<fmt::Error> for Problem {
+    fn from(_: fmt::Error) -> Self {
+        Problem::Fmt
+    }
+}
+
+impl From<super::format::Malformed> for Problem {
+    fn from(error: super::format::Malformed) -> Self {
+        Problem::Payload(error.to_string())
+    }
+}
+
+/// A logged TID has no status bits and lies in its block's epoch
+/// (recovery's check, silor §3.4: a buffer holds one epoch).
+fn check_log_tid(raw: u64, epoch: u64) -> Result<(), Problem> {
+    if raw & STATUS_MASK != 0 || Tid::from_raw(raw).epoch() != epoch {
+        return Err(Problem::Payload(format!(
+            "tid {raw:#x} outside block epoch {epoch}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_ckpt_tid(raw: u64) -> Result<(), Problem> {
+    if raw & STATUS_MASK != 0 {
+        return Err(Problem::Payload(format!("bad tid {raw:#x}")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use epochdb_storage::{encode_block, SimStorage};
+    use proptest::prelude::*;
+
+    use super::super::format::{
+        encode_catalog_header, encode_catalog_table, encode_pepoch, put_ckpt_record,
+        put_entry_header, put_write, seal_ckpt_block, seal_log_block, start_ckpt_block,
+        start_log_block,
+    };
+    use super::*;
+    use crate::{Config, Database, DurabilityKind};
+
+    type Write<'a> = (u32, &'a [u8], Option<&'a [u8]>);
+
+    fn tid(epoch: u64, seq: u64) -> u64 {
+        Tid::first_of_epoch(epoch).raw() + (seq << STATUS_MASK.count_ones())
+    }
+
+    fn log_block(epoch: u64, entries: &[(u64, &[Write<'_>])]) -> Vec<u8> {
+        let mut buffer = Vec::new();
+        start_log_block(&mut buffer, epoch);
+        for (tid, writes) in entries {
+            put_entry_header(&mut buffer, *tid, writes.len() as u32);
+            for (table, key, value) in *writes {
+                put_write(&mut buffer, *table, key, *value);
+            }
+        }
+        seal_log_block(&mut buffer);
+        buffer
+    }
+
+    /// Two log blocks (epochs 5 and 6) and the length of the first.
+    fn two_blocks() -> (Vec<u8>, usize) {
+        let mut data = log_block(
+            5,
+            &[
+                (tid(5, 1), &[(0, b"k1", Some(b"abc")), (1, b"k2", None)]),
+                (tid(5, 2), &[(0, b"k3", Some(b""))]),
+            ],
+        );
+        let first = data.len();
+        data.extend(log_block(6, &[(tid(6, 0), &[(0, b"k1", Some(b"xyz"))])]));
+        (data, first)
+    }
+
+    fn disk(files: &[(&str, &[u8])]) -> SimStorage {
+        let disk = SimStorage::new(1);
+        disk.create_dir_all(Path::new("/db")).unwrap();
+        for (name, bytes) in files {
+            let mut file = disk.create(&Path::new("/db").join(name)).unwrap();
+            file.append(bytes).unwrap();
+        }
+        disk
+    }
+
+    fn inspect(name: &str, bytes: &[u8], verbose: bool) -> (InspectSummary, String) {
+        let disk = disk(&[(name, bytes)]);
+        let mut out = String::new();
+        let summary = inspect_file(&disk, &Path::new("/db").join(name), verbose, &mut out).unwrap();
+        (summary, out)
+    }
+
+    #[test]
+    fn log_file_lists_blocks_entries_and_writes() {
+        let (data, first) = two_blocks();
+        let (summary, out) = inspect("old_data.6", &data, true);
+        assert_eq!(summary.format, FileFormat::Log);
+        assert_eq!((summary.blocks, summary.entries), (2, 3), "{out}");
+        assert_eq!(summary.damage, None);
+        assert_eq!(summary.detail, "epochs 5..=6, 3 entries, 4 writes");
+        assert!(out.starts_with("/db/old_data.6: log file,"), "{out}");
+        assert!(
+            out.contains(&format!(
+                "{:>10} {first:>10}    1     1  log epoch 5: 2 entries, 3 writes",
+                0
+            )),
+            "{out}"
+        );
+        assert!(out.contains("log epoch 6: 1 entry, 1 write"), "{out}");
+        assert!(
+            out.contains("tid 0x0000000500000010 (epoch 5, seq 1): 2 writes"),
+            "{out}"
+        );
+        assert!(
+            out.contains("table 0 key 6b31 (2 bytes) value 3 bytes"),
+            "{out}"
+        );
+        assert!(
+            out.contains("table 1 key 6b32 (2 bytes) tombstone"),
+            "{out}"
+        );
+        assert!(out.contains("value 0 bytes"), "{out}");
+        assert!(
+            out.ends_with(&format!(
+                "summary: 2 blocks, {} bytes, intact\n",
+                data.len()
+            )),
+            "{out}"
+        );
+        // Without --verbose: one line per block.
+        let (_, short) = inspect("old_data.6", &data, false);
+        assert!(!short.contains("tid "), "{short}");
+        assert_eq!(short.lines().count(), 5, "{short}");
+    }
+
+    #[test]
+    fn long_keys_are_shown_truncated() {
+        let key = [0xabu8; 40];
+        let data = log_block(3, &[(tid(3, 0), &[(2, &key, Some(b"v"))])]);
+        let (_, out) = inspect("data.log", &data, true);
+        let shown = format!("key {}… (40 bytes)", "ab".repeat(KEY_HEX_BYTES_MAX));
+        assert!(out.contains(&shown), "{out}");
+    }
+
+    #[test]
+    fn a_torn_tail_is_expected_in_data_log_and_corruption_in_old_data() {
+        let (mut data, first) = two_blocks();
+        data.truncate(data.len() - 5);
+        let torn = Damage::TornTail {
+            offset: first as u64,
+            bytes: (data.len() - first) as u64,
+        };
+        let (summary, out) = inspect("data.log", &data, false);
+        assert_eq!(summary.damage, Some(torn.clone()));
+        assert!(!summary.is_corrupt());
+        assert_eq!(summary.blocks, 1);
+        assert!(
+            out.ends_with(&format!(
+                "summary: 1 block, {} bytes, torn tail at offset {first} ({} bytes)\n",
+                data.len(),
+                data.len() - first
+            )),
+            "{out}"
+        );
+        for name in ["catalog.tmp", "old_data.6.tmp"] {
+            let (summary, _) = inspect(name, &data, false);
+            assert!(!summary.is_corrupt(), "{name}");
+        }
+        let (summary, out) = inspect("old_data.6", &data, false);
+        assert!(summary.is_corrupt(), "{out}");
+        assert!(
+            out.contains(&format!(
+                "CORRUPT at offset {first}: the file ends inside a block"
+            )),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_flipped_byte_is_corruption_unless_it_is_in_the_unsynced_tail() {
+        let (data, first) = two_blocks();
+        let mut early = data.clone();
+        early[first - 3] ^= 0x10;
+        let mut late = data.clone();
+        late[data.len() - 3] ^= 0x10;
+
+        let (summary, out) = inspect("old_data.6", &early, false);
+        assert!(summary.is_corrupt(), "{out}");
+        assert!(out.contains("CORRUPT at offset 0: crc32c"), "{out}");
+        assert_eq!(summary.blocks, 0);
+        let (summary, out) = inspect("old_data.6", &late, false);
+        assert!(
+            matches!(&summary.damage, Some(Damage::Corrupt { offset, .. }) if *offset == first as u64),
+            "{out}"
+        );
+        // data.log: the last block may be the crash's unfinished write; an
+        // earlier one is followed by an intact block, so it was synced.
+        let (summary, out) = inspect("data.log", &late, false);
+        assert!(
+            matches!(summary.damage, Some(Damage::TornTail { offset, .. }) if offset == first as u64),
+            "{out}"
+        );
+        assert!(out.contains("; no intact block follows)"), "{out}");
+        let (summary, out) = inspect("data.log", &early, false);
+        assert!(summary.is_corrupt(), "{out}");
+        assert!(
+            out.contains(&format!("intact block follows at {first}")),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn payloads_are_checked_as_recovery_checks_them() {
+        // A TID of another epoch than its block's passes the checksum.
+        let data = log_block(5, &[(tid(6, 0), &[(0, b"k", None)])]);
+        let (summary, out) = inspect("old_data.5", &data, true);
+        assert!(summary.is_corrupt(), "{out}");
+        assert!(out.contains("outside block epoch 5"), "{out}");
+        // A truncated entry inside an intact block.
+        let mut buffer = Vec::new();
+        start_log_block(&mut buffer, 5);
+        put_entry_header(&mut buffer, tid(5, 0), 2);
+        put_write(&mut buffer, 0, b"k", None);
+        seal_log_block(&mut buffer);
+        let (summary, out) = inspect("data.log", &buffer, false);
+        assert!(summary.is_corrupt(), "{out}");
+        assert!(out.contains("malformed payload: write table"), "{out}");
+        // A block of another kind.
+        let mut other = Vec::new();
+        encode_block(
+            &mut other,
+            LOG_MAGIC,
+            FORMAT_VERSION,
+            9,
+            &5u64.to_le_bytes(),
+        );
+        let (summary, out) = inspect("data.log", &other, false);
+        assert!(summary.is_corrupt(), "{out}");
+        assert!(out.contains("block kind 9"), "{out}");
+        // A block of another format version.
+        let mut newer = Vec::new();
+        encode_block(
+            &mut newer,
+            LOG_MAGIC,
+            FORMAT_VERSION + 1,
+            KIND_LOG,
+            &5u64.to_le_bytes(),
+        );
+        let (summary, out) = inspect("data.log", &newer, false);
+        assert_eq!(
+            summary.damage,
+            Some(Damage::Incompatible {
+                offset: 0,
+                version: FORMAT_VERSION + 1
+            })
+        );
+        assert!(summary.is_corrupt());
+        assert!(out.contains("INCOMPATIBLE at offset 0"), "{out}");
+    }
+
+    #[test]
+    fn pepoch_and_catalog_are_listed() {
+        let mut pepoch = encode_pepoch(7);
+        pepoch.extend(encode_pepoch(9));
+        pepoch.extend(encode_pepoch(8));
+        let (summary, out) = inspect("pepoch", &pepoch, false);
+        assert_eq!(summary.format, FileFormat::Pepoch);
+        assert_eq!(summary.detail, "e_p 9");
+        assert!(
+            out.contains("pepoch e_p 7") && out.contains("pepoch e_p 8"),
+            "{out}"
+        );
+
+        let mut catalog = encode_catalog_header();
+        catalog.extend(encode_catalog_table(0, "accounts"));
+        catalog.extend(encode_catalog_table(1, "history"));
+        let (summary, out) = inspect("catalog", &catalog, false);
+        assert_eq!(summary.detail, "format 1, 2 tables");
+        assert!(out.contains("catalog header: format version 1"), "{out}");
+        assert!(out.contains("table 1 \"history\""), "{out}");
+        assert_eq!(summary.damage, None);
+
+        let mut skipped = encode_catalog_header();
+        skipped.extend(encode_catalog_table(1, "history"));
+        let (summary, out) = inspect("catalog", &skipped, false);
+        assert!(summary.is_corrupt());
+        assert!(
+            out.contains("table id 1 out of order (expected 0)"),
+            "{out}"
+        );
+        let (summary, out) = inspect("catalog", &encode_catalog_table(0, "a"), false);
+        assert!(out.contains("before the catalog header"), "{out}");
+        assert!(summary.is_corrupt());
+        let (summary, out) = inspect("catalog", b"", false);
+        assert!(
+            out.contains("CORRUPT at offset 0: no catalog header"),
+            "{out}"
+        );
+        assert!(summary.is_corrupt());
+    }
+
+    #[test]
+    fn checkpoint_files_are_listed() {
+        let mut block = Vec::new();
+        start_ckpt_block(&mut block, 2);
+        put_ckpt_record(&mut block, b"a", tid(4, 1), b"value");
+        put_ckpt_record(&mut block, b"b", tid(3, 0), b"");
+        seal_ckpt_block(&mut block);
+        let (summary, out) = inspect("ckpt.3.t2.0", &block, true);
+        assert_eq!(summary.format, FileFormat::CheckpointData);
+        assert_eq!(
+            (summary.entries, summary.detail.as_str()),
+            (2, "table 2, 2 records")
+        );
+        assert!(out.contains("checkpoint table 2: 2 records"), "{out}");
+        assert!(
+            out.contains("key 61 (1 bytes) tid 0x0000000400000010 (epoch 4, seq 1) value 5 bytes"),
+            "{out}"
+        );
+
+        let meta = CheckpointMeta {
+            id: 3,
+            e_l: 10,
+            e_h: 12,
+            dirs: 1,
+            tables: vec![(0, "t".into())],
+            files: vec![(0, "ckpt.3.t0.0".into(), 100)],
+        };
+        let bytes = meta.encode();
+        let (summary, out) = inspect("checkpoint", &bytes, false);
+        assert_eq!(summary.detail, "checkpoint 3, e_l 10, e_h 12, 1 file");
+        assert!(out.contains("checkpoint 3: e_l 10, e_h 12, 1 dir, 1 table, 1 file"));
+        assert!(out.contains("table 0 \"t\""), "{out}");
+        assert!(out.contains("file dir 0 ckpt.3.t0.0 (100 bytes)"), "{out}");
+        let mut twice = bytes.clone();
+        twice.extend(&bytes);
+        let (summary, out) = inspect("checkpoint", &twice, false);
+        assert!(summary.is_corrupt());
+        assert!(
+            out.contains("trailing bytes after checkpoint metadata"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_format_comes_from_the_magic_then_the_name() {
+        // The magic wins over the name.
+        let (summary, _) = inspect("data.log", &encode_pepoch(3), false);
+        assert_eq!(summary.format, FileFormat::Pepoch);
+        // A damaged magic: the name says what it should have been.
+        let (mut data, _) = two_blocks();
+        data[0] ^= 1;
+        let (summary, out) = inspect("old_data.9", &data, false);
+        assert_eq!(summary.format, FileFormat::Log);
+        assert!(out.contains("CORRUPT at offset 0: bad magic"), "{out}");
+        // An empty log is a fresh one.
+        let (summary, _) = inspect("data.log", b"", false);
+        assert_eq!((summary.blocks, summary.damage), (0, None));
+        // Neither: not ours.
+        let disk = disk(&[("notes.txt", b"hello")]);
+        let error =
+            inspect_file(&disk, Path::new("/db/notes.txt"), false, &mut String::new()).unwrap_err();
+        assert!(error.to_string().contains("not an epochdb file"), "{error}");
+    }
+
+    #[test]
+    fn a_database_directory_is_listed_and_checked() {
+        let disk = Arc::new(SimStorage::new(7));
+        let dir = PathBuf::from("/db");
+        let config = Config {
+            durability: DurabilityKind::Silor,
+            dirs: vec![dir.clone()],
+            storage: Some(disk.clone()),
+            epoch_interval: std::time::Duration::from_millis(2),
+            ..Config::default()
+        };
+        {
+            let db = Database::open(config).unwrap();
+            let table = db.create_table("t").unwrap();
+            let mut worker = db.worker().unwrap();
+            for n in 0..50u32 {
+                let (_, ticket) = worker
+                    .run(|tx| tx.put(table, &n.to_be_bytes(), b"value"))
+                    .unwrap();
+                ticket.wait().unwrap();
+            }
+            drop(worker);
+            db.checkpoint().unwrap();
+        }
+        let mut out = String::new();
+        let summary = inspect_dir(disk.as_ref(), &dir, &mut out).unwrap();
+        assert_eq!(summary.corrupt(), 0, "{out}");
+        let formats: BTreeSet<&str> = summary.files.iter().map(|(_, f)| f.format.name()).collect();
+        for format in [
+            "catalog",
+            "pepoch",
+            "checkpoint metadata",
+            "checkpoint data",
+            "log",
+        ] {
+            assert!(formats.contains(format), "{format} missing: {out}");
+        }
+        let records: u64 = summary
+            .files
+            .iter()
+            .filter(|(_, f)| f.format == FileFormat::CheckpointData)
+            .map(|(_, f)| f.entries)
+            .sum();
+        assert_eq!(records, 50, "{out}");
+        assert!(
+            out.lines().last().unwrap().starts_with("summary: "),
+            "{out}"
+        );
+
+        // A checkpoint file that lost its end no longer matches the metadata.
+        let (name, _) = summary
+            .files
+            .iter()
+            .find(|(_, f)| f.format == FileFormat::CheckpointData && f.entries > 0)
+            .unwrap();
+        let mut file = disk.open(&dir.join(name)).unwrap();
+        let len = file.size().unwrap();
+        file.truncate(len - 1).unwrap();
+        let mut out = String::new();
+        let summary = inspect_dir(disk.as_ref(), &dir, &mut out).unwrap();
+        assert_eq!(summary.corrupt(), 2, "{out}");
+        assert!(
+            out.contains(&format!("recorded {name} as {len} bytes")),
+            "{out}"
+        );
+    }
+
+    proptest! {
+        // The listing never panics, whatever follows a valid magic.
+        #[test]
+        fn inspect_never_panics(
+            format in 0usize..5,
+            name in prop::sample::select(vec!["data.log", "old_data.3", "catalog", "x.tmp"]),
+            verbose in any::<bool>(),
+            tail in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let format = FileFormat::ALL[format];
+            let mut data = format.magic().to_le_bytes().to_vec();
+            data.extend(tail);
+            let mut out = String::new();
+            let summary =
+                inspect_bytes(&data, format, tail_policy(name), verbose, Some(&mut out)).unwrap();
+            prop_assert_eq!(summary.bytes, data.len() as u64);
+        }
+    }
+}
