@@ -1,6 +1,6 @@
-//! `epochdb`: benchmarks that reproduce the papers' experiments (and, as
-//! the durability modes land, crash tests, recovery, inspection and the
-//! server). See `epochdb --help`.
+//! `epochdb`: benchmarks that reproduce the papers' experiments, crash
+//! tests, recovery and file inspection (and, as it lands, the server). See
+//! `epochdb --help`.
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -8,6 +8,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod crashtest;
+mod inspect;
+mod recover;
 
 use clap::{Parser, Subcommand};
 
@@ -31,6 +33,12 @@ enum Command {
     /// The child process of `crashtest` (internal).
     #[command(hide = true)]
     CrashtestChild(crashtest::ChildArgs),
+    /// Recover a log or silor database with every core and report the
+    /// time, the bytes read and the throughput.
+    Recover(recover::RecoverArgs),
+    /// Print any epochdb file in human-readable form, or summarize every
+    /// file of a directory; exits non-zero if one is corrupt.
+    Inspect(inspect::InspectArgs),
 }
 
 fn main() {
@@ -39,6 +47,8 @@ fn main() {
         Command::Bench(command) => bench::run(command),
         Command::Crashtest(args) => crashtest::run(args),
         Command::CrashtestChild(args) => crashtest::child(args),
+        Command::Recover(args) => recover::run(args),
+        Command::Inspect(args) => inspect::run(args),
     };
     if let Err(error) = result {
         eprintln!("epochdb: error: {error}");

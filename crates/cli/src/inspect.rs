@@ -1,0 +1,103 @@
+//! `epochdb inspect PATH`: any file of the `log` and `silor` modes in
+//! human-readable form, or a one-line summary of each file in a directory
+//! (DESIGN.md, "The `epochdb` command"). The decoding lives in the engine
+//! (`epochdb_engine::durability::inspect_file`), beside the parsers
+//! recovery uses; this module picks the file or directory form and turns
+//! damage into the exit status.
+
+use std::fmt::{self, Write as _};
+use std::io::{self, BufWriter, Write as IoWrite};
+use std::path::PathBuf;
+
+use clap::Args;
+use epochdb_engine::durability::{inspect_dir, inspect_file};
+use epochdb_engine::DurabilityError;
+use epochdb_storage::RealStorage;
+
+/// `inspect` flags.
+#[derive(Debug, Args)]
+pub(crate) struct InspectArgs {
+    /// A file of an epochdb directory (data.log, old_data.<e>, pepoch,
+    /// catalog, checkpoint, ckpt.<id>.t<table>.<j>), or the directory.
+    path: PathBuf,
+    /// Also list every log entry with its writes and every checkpoint
+    /// record; with a directory, print each file's listing too.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+/// Prints the listing; an error if a file is corrupt (exit status 1).
+pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
+    let path = &args.path;
+    let metadata = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let storage = RealStorage::new();
+    let mut out = Stdout::new();
+    let corrupt = if metadata.is_dir() {
+        let summary = inspect_dir(&storage, path, &mut out).map_err(|e| out.error(e))?;
+        if args.verbose {
+            for (name, _) in &summary.files {
+                out.write_str("\n")
+                    .map_err(|_| out.error(listing_error()))?;
+                inspect_file(&storage, &path.join(name), true, &mut out)
+                    .map_err(|e| out.error(e))?;
+            }
+        }
+        match summary.corrupt() {
+            0 => None,
+            n => Some(format!("{n} corrupt (see the listing above)")),
+        }
+    } else {
+        let summary =
+            inspect_file(&storage, path, args.verbose, &mut out).map_err(|e| out.error(e))?;
+        summary
+            .is_corrupt()
+            .then(|| summary.damage.map(|d| d.to_string()).unwrap_or_default())
+    };
+    out.flush()
+        .map_err(|e| format!("writing the listing: {e}"))?;
+    match corrupt {
+        Some(what) => Err(format!("{}: {what}", path.display())),
+        None => Ok(()),
+    }
+}
+
+fn listing_error() -> DurabilityError {
+    DurabilityError::Io("writing the inspect listing failed".into())
+}
+
+/// Standard output as a `fmt::Write`, keeping the I/O error a failed write
+/// had (a closed pipe, a full disk) for the message.
+struct Stdout {
+    inner: BufWriter<io::StdoutLock<'static>>,
+    failure: Option<io::Error>,
+}
+
+impl Stdout {
+    fn new() -> Self {
+        Self {
+            inner: BufWriter::new(io::stdout().lock()),
+            failure: None,
+        }
+    }
+
+    /// The message for `error`: the I/O error behind it if writing failed.
+    fn error(&mut self, error: DurabilityError) -> String {
+        match self.failure.take() {
+            Some(io) => format!("writing the listing: {io}"),
+            None => error.to_string(),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        IoWrite::flush(&mut self.inner)
+    }
+}
+
+impl fmt::Write for Stdout {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        IoWrite::write_all(&mut self.inner, text.as_bytes()).map_err(|error| {
+            self.failure.get_or_insert(error);
+            fmt::Error
+        })
+    }
+}
