@@ -43,9 +43,10 @@ use super::files::{
     parse_ckpt_file_name, parse_log_name, LogName, CATALOG, CHECKPOINT_META, PEPOCH, TMP_SUFFIX,
 };
 use super::format::{
-    parse_catalog_table, parse_ckpt_block, parse_log_block, CheckpointMeta, Reader, CATALOG_MAGIC,
-    CKPT_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_CKPT, KIND_LOG,
-    KIND_META, KIND_PEPOCH, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
+    parse_catalog_table, parse_ckpt_block, parse_log_block, parse_log_header, CheckpointMeta,
+    PepochRecord, Reader, CATALOG_MAGIC, CKPT_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER,
+    KIND_CATALOG_TABLE, KIND_CKPT, KIND_LOG, KIND_LOG_HEADER, KIND_META, KIND_PEPOCH, LOG_MAGIC,
+    META_MAGIC, PEPOCH_MAGIC,
 };
 use crate::error::DurabilityError;
 use crate::tid::{Tid, STATUS_MASK};
@@ -688,7 +689,7 @@ impl Decoder {
             reason,
         };
         let expected_kinds: &[u16] = match self.format {
-            FileFormat::Log => &[KIND_LOG],
+            FileFormat::Log => &[KIND_LOG, KIND_LOG_HEADER],
             FileFormat::Pepoch => &[KIND_PEPOCH],
             FileFormat::Catalog => &[KIND_CATALOG_HEADER, KIND_CATALOG_TABLE],
             FileFormat::CheckpointData => &[KIND_CKPT],
@@ -702,6 +703,9 @@ impl Decoder {
             )));
         }
         let result = match self.format {
+            FileFormat::Log if block.kind == KIND_LOG_HEADER => {
+                self.log_header_block(offset, block.payload, text)
+            }
             FileFormat::Log => self.log_block(block.payload, verbose, text),
             FileFormat::Pepoch => self.pepoch_block(block.payload, text),
             FileFormat::Catalog => self.catalog_block(offset, block, text),
@@ -775,13 +779,32 @@ impl Decoder {
         Ok(())
     }
 
+    fn log_header_block(
+        &mut self,
+        offset: usize,
+        payload: &[u8],
+        text: &mut String,
+    ) -> Result<(), Problem> {
+        let seq = parse_log_header(payload)?;
+        write!(text, "log file header: sequence {seq}")?;
+        if offset != 0 {
+            return Err(Problem::Payload("a log file header not at offset 0".into()));
+        }
+        Ok(())
+    }
+
     fn pepoch_block(&mut self, payload: &[u8], text: &mut String) -> Result<(), Problem> {
-        let bytes: [u8; 8] = payload.try_into().map_err(|_| {
-            Problem::Payload(format!("pepoch record of {} bytes, not 8", payload.len()))
-        })?;
-        let e_p = u64::from_le_bytes(bytes);
+        let record = PepochRecord::parse(payload)?;
+        let e_p = record.e_p;
         self.e_p_max = Some(self.e_p_max.map_or(e_p, |max| max.max(e_p)));
         write!(text, "pepoch e_p {e_p}")?;
+        for (dir, log) in record.logs.iter().enumerate() {
+            write!(
+                text,
+                "; dir {dir}: data.log #{} synced to {} bytes",
+                log.seq, log.len
+            )?;
+        }
         Ok(())
     }
 
@@ -998,14 +1021,21 @@ mod tests {
     use proptest::prelude::*;
 
     use super::super::format::{
-        encode_catalog_header, encode_catalog_table, encode_pepoch, put_ckpt_record,
-        put_entry_header, put_write, seal_ckpt_block, seal_log_block, start_ckpt_block,
-        start_log_block,
+        encode_catalog_header, encode_catalog_table, put_ckpt_record, put_entry_header, put_write,
+        seal_ckpt_block, seal_log_block, start_ckpt_block, start_log_block,
     };
     use super::*;
     use crate::{Config, Database, DurabilityKind};
 
     type Write<'a> = (u32, &'a [u8], Option<&'a [u8]>);
+
+    fn encode_pepoch(e_p: u64) -> Vec<u8> {
+        PepochRecord {
+            e_p,
+            logs: vec![super::super::format::SyncedLog { seq: 1, len: 24 }],
+        }
+        .encode()
+    }
 
     fn tid(epoch: u64, seq: u64) -> u64 {
         Tid::first_of_epoch(epoch).raw() + (seq << STATUS_MASK.count_ones())
