@@ -30,7 +30,7 @@ pub use durability::{DurabilityKind, RecoveryReport, SilorOptions};
 pub use error::{Abort, DurabilityError, OpenError, TxError};
 pub use pool::{Pending, WorkerPool};
 pub use table::TableId;
-pub use ticket::{DurableCallback, Ticket, Watermark};
+pub use ticket::{DurableCallback, Ticket, TicketSource, Watermark};
 pub use tid::Tid;
 pub use txn::{ScannedPair, Transaction};
 pub use worker::{Worker, WorkerStats};

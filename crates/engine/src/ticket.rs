@@ -156,7 +156,28 @@ impl Watermark {
 #[must_use = "a ticket says when the commit is durable; drop it only if you do not care"]
 pub struct Ticket {
     position: u64,
-    watermark: Option<Arc<Watermark>>,
+    watermark: Option<Arc<TicketSource>>,
+}
+
+/// What tickets point at: a watermark, behind an allocation of its own.
+/// A mode keeps one source per worker, so the reference count every
+/// commit bumps lives in that worker's cache, not on one line shared by
+/// all cores.
+#[derive(Debug)]
+pub struct TicketSource {
+    watermark: Arc<Watermark>,
+}
+
+impl TicketSource {
+    /// A source of tickets on `watermark`.
+    pub fn new(watermark: Arc<Watermark>) -> Arc<Self> {
+        Arc::new(Self { watermark })
+    }
+
+    /// The watermark.
+    pub fn watermark(&self) -> &Arc<Watermark> {
+        &self.watermark
+    }
 }
 
 impl Ticket {
@@ -170,9 +191,15 @@ impl Ticket {
 
     /// A ticket that resolves once `watermark` reaches `position`.
     pub fn at(position: u64, watermark: Arc<Watermark>) -> Self {
+        Self::from_source(position, &TicketSource::new(watermark))
+    }
+
+    /// A ticket that resolves once `source`'s watermark reaches `position`
+    /// (cheap: bumps only the source's own reference count).
+    pub fn from_source(position: u64, source: &Arc<TicketSource>) -> Self {
         Self {
             position,
-            watermark: Some(watermark),
+            watermark: Some(source.clone()),
         }
     }
 
@@ -185,7 +212,7 @@ impl Ticket {
     pub fn is_durable(&self) -> Result<bool, DurabilityError> {
         match &self.watermark {
             None => Ok(true),
-            Some(watermark) => watermark.check(self.position),
+            Some(source) => source.watermark.check(self.position),
         }
     }
 
@@ -193,7 +220,7 @@ impl Ticket {
     pub fn wait(&self) -> Result<(), DurabilityError> {
         match &self.watermark {
             None => Ok(()),
-            Some(watermark) => watermark.wait(self.position, None).map(|_| ()),
+            Some(source) => source.watermark.wait(self.position, None).map(|_| ()),
         }
     }
 
@@ -201,7 +228,9 @@ impl Ticket {
     pub fn wait_timeout(&self, timeout: Duration) -> Result<bool, DurabilityError> {
         match &self.watermark {
             None => Ok(true),
-            Some(watermark) => watermark.wait(self.position, Some(Instant::now() + timeout)),
+            Some(source) => source
+                .watermark
+                .wait(self.position, Some(Instant::now() + timeout)),
         }
     }
 
@@ -211,7 +240,9 @@ impl Ticket {
     pub fn on_durable(self, callback: impl FnOnce(Result<(), DurabilityError>) + Send + 'static) {
         match self.watermark {
             None => callback(Ok(())),
-            Some(watermark) => watermark.on_durable(self.position, Box::new(callback)),
+            Some(source) => source
+                .watermark
+                .on_durable(self.position, Box::new(callback)),
         }
     }
 }

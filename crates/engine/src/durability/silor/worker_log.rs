@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::format::{entry_bytes, put_entry_header, put_write, start_log_block, LOG_PREFIX_BYTES};
 use super::Inner;
 use crate::durability::{CommitView, WorkerLog};
-use crate::ticket::Ticket;
+use crate::ticket::{Ticket, TicketSource};
 use crate::tid::Tid;
 
 /// What a worker and its logger share.
@@ -162,6 +162,8 @@ fn prefetch_ahead(buffer: &Vec<u8>) {
 /// The `WorkerLog` of the `log` and `silor` modes.
 pub(crate) struct SilorWorkerLog {
     inner: Arc<Inner>,
+    /// This worker's own handle on the watermark (see `TicketSource`).
+    tickets: Arc<TicketSource>,
     logger: usize,
     slot: Arc<WorkerSlot>,
     /// Whether `begin_commit` took the slot (released by `log_commit` or
@@ -179,6 +181,7 @@ impl SilorWorkerLog {
         inner.loggers[logger].workers.lock().push(slot.clone());
         slot.e_w.store(inner.epochs.current(), Ordering::SeqCst);
         Self {
+            tickets: TicketSource::new(inner.watermark.clone()),
             inner,
             logger,
             slot,
@@ -265,7 +268,7 @@ impl WorkerLog for SilorWorkerLog {
                 }
                 // Failed or stopped: nothing will be acknowledged, and the
                 // ticket below reports why.
-                None => return Ticket::at(epoch, self.inner.watermark.clone()),
+                None => return Ticket::from_source(epoch, &self.tickets),
             }
         }
         let buffer = state.buffer.as_mut().expect("a buffer was just installed");
@@ -275,7 +278,7 @@ impl WorkerLog for SilorWorkerLog {
         }
         prefetch_ahead(buffer);
         drop(state);
-        Ticket::at(epoch, self.inner.watermark.clone())
+        Ticket::from_source(epoch, &self.tickets)
     }
 
     fn read_only(&mut self, max_read: Tid) -> Ticket {
@@ -285,7 +288,7 @@ impl WorkerLog for SilorWorkerLog {
         if epoch <= self.inner.watermark.durable() {
             return Ticket::resolved();
         }
-        Ticket::at(epoch, self.inner.watermark.clone())
+        Ticket::from_source(epoch, &self.tickets)
     }
 
     fn on_epoch(&mut self, epoch: u64) {
