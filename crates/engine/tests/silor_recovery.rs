@@ -306,3 +306,23 @@ mod sim {
         }
     }
 }
+
+#[test]
+fn a_missing_directory_is_refused() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let mut two = config(DurabilityKind::Log, a.path());
+    two.dirs.push(b.path().to_path_buf());
+    {
+        let db = Database::open(two.clone()).unwrap();
+        write_batch(&db, 0, 50, 1);
+    }
+    match Database::open(config(DurabilityKind::Log, a.path())) {
+        Err(OpenError::Durability(DurabilityError::Incompatible(text))) => {
+            assert!(text.contains("2 log directories, but 1"), "{text}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let db = Database::open(two).unwrap();
+    assert_eq!(count_with_tag(&db, 1), (50, 50));
+}

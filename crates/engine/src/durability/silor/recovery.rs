@@ -128,6 +128,15 @@ pub(crate) fn recover(
     let meta = read_meta(storage, dir0)?;
     let pepoch = read_pepoch(storage, dir0)?;
     let e_p = pepoch.e_p;
+    if !pepoch.logs.is_empty() && pepoch.logs.len() != dirs.len() {
+        // Replaying with a directory missing would silently lose its log.
+        return Err(DurabilityError::Incompatible(format!(
+            "{}: the database was written with {} log directories, but {} were given; pass every directory, in the original order",
+            dir0.join(PEPOCH).display(),
+            pepoch.logs.len(),
+            dirs.len()
+        )));
+    }
     let e_l = meta.as_ref().map_or(0, |m| m.e_l);
     remove_strays(storage, dirs, meta.as_ref())?;
 
