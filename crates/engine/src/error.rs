@@ -39,6 +39,12 @@ pub enum DurabilityError {
     Incompatible(String),
 }
 
+impl From<epochdb_storage::StorageError> for DurabilityError {
+    fn from(error: epochdb_storage::StorageError) -> Self {
+        Self::from_storage(&error)
+    }
+}
+
 impl DurabilityError {
     /// The error a failed storage call becomes: a full disk is told apart.
     pub fn from_storage(error: &epochdb_storage::StorageError) -> Self {

@@ -128,6 +128,8 @@ impl Table {
     /// Recovery's write (silor §5): installs `value` (`None`: a tombstone)
     /// at `tid` unless the key already holds a larger TID — "largest TID
     /// wins", so files replay in any order and on any number of threads.
+    /// `likely_new` (checkpoint loading: every key once, in key order)
+    /// tries the insert first, saving a lookup's descent per record.
     /// Returns whether it was applied.
     pub(crate) fn recover_put(
         &self,
@@ -135,8 +137,21 @@ impl Table {
         tid: Tid,
         value: Option<&[u8]>,
         handle: &mut EpochHandle,
+        likely_new: bool,
     ) -> bool {
+        let mut try_insert = likely_new;
         loop {
+            if try_insert {
+                let record = RecordRef::new_placeholder(value.map_or(0, <[u8]>::len));
+                if self.insert(key, record).is_some() {
+                    record.get().install_and_unlock(tid, value, handle);
+                    return true;
+                }
+                // The key is there (another file or thread put it first);
+                // this record was never published: free it, then update.
+                // SAFETY: fresh, unreachable, freed once.
+                unsafe { free_record(record.as_ptr().cast()) };
+            }
             match self.lookup(key) {
                 Ok(record) => {
                     let r = record.get();
@@ -152,17 +167,7 @@ impl Table {
                     r.install_and_unlock(tid, value, handle);
                     return true;
                 }
-                Err(_) => {
-                    let record = RecordRef::new_placeholder(value.map_or(0, <[u8]>::len));
-                    if self.insert(key, record).is_some() {
-                        record.get().install_and_unlock(tid, value, handle);
-                        return true;
-                    }
-                    // Another thread inserted the key first; it was never
-                    // published, so free it now and retry as an update.
-                    // SAFETY: fresh, unreachable, freed once.
-                    unsafe { free_record(record.as_ptr().cast()) };
-                }
+                Err(_) => try_insert = true,
             }
         }
     }

@@ -14,6 +14,7 @@ mod files;
 pub(crate) mod format;
 pub(crate) mod inspect;
 mod logger;
+mod reader;
 mod recovery;
 mod worker_log;
 

@@ -26,6 +26,7 @@ use super::format::{
     CATALOG_MAGIC, CKPT_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG,
     KIND_LOG_HEADER, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
 };
+use super::reader::{read_rest, scan_blocks, ScanEnd};
 use crate::error::DurabilityError;
 use crate::table::{Table, TableId};
 use crate::tid::Tid;
@@ -382,8 +383,16 @@ fn load_checkpoint(
             scope.spawn(move || {
                 let mut handle = manager.register().expect("room for loaders");
                 handle.protect();
+                let mut buffer = Vec::new();
                 for (path, expected) in files {
-                    match load_checkpoint_file(storage, path, *expected, tables, &mut handle) {
+                    match load_checkpoint_file(
+                        storage,
+                        path,
+                        *expected,
+                        tables,
+                        &mut handle,
+                        &mut buffer,
+                    ) {
                         Ok(bytes) => {
                             bytes_read.fetch_add(bytes, Ordering::Relaxed);
                         }
@@ -410,22 +419,12 @@ fn load_checkpoint_file(
     expected: u64,
     tables: &[Arc<Table>],
     handle: &mut EpochHandle,
+    buffer: &mut Vec<u8>,
 ) -> Result<u64, DurabilityError> {
-    let data = storage.read(path).map_err(|e| match e {
-        StorageError::NotFound { .. } => corrupt(path, "checkpoint file missing"),
-        other => io(other),
-    })?;
-    if data.len() as u64 != expected {
-        return Err(corrupt(
-            path,
-            format!(
-                "{} bytes, but the checkpoint recorded {expected}",
-                data.len()
-            ),
-        ));
+    if !storage.exists(path).map_err(io)? {
+        return Err(corrupt(path, "checkpoint file missing"));
     }
-    for item in versioned_blocks(&data, CKPT_MAGIC) {
-        let (offset, block) = item.map_err(|e| block_error(path, e))?;
+    let (end, size) = scan_blocks(storage, path, CKPT_MAGIC, buffer, |offset, block| {
         let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
         let mut parsed = parse_ckpt_block(block.payload).map_err(|e| at(&e))?;
         let Some(table) = tables.get(parsed.table as usize) else {
@@ -435,15 +434,22 @@ fn load_checkpoint_file(
             if record.tid & crate::tid::STATUS_MASK != 0 {
                 return Err(at(&format!("bad tid {:#x}", record.tid)));
             }
-            table.recover_put(
-                record.key,
-                Tid::from_raw(record.tid),
-                Some(record.value),
-                handle,
-            );
+            let tid = Tid::from_raw(record.tid);
+            table.recover_put(record.key, tid, Some(record.value), handle, true);
         }
+        Ok(())
+    })?;
+    // Synced before the checkpoint was installed: any damage is corruption.
+    if let ScanEnd::Damaged { error, .. } = end {
+        return Err(block_error(path, error));
     }
-    Ok(data.len() as u64)
+    if size != expected {
+        return Err(corrupt(
+            path,
+            format!("{size} bytes, but the checkpoint recorded {expected}"),
+        ));
+    }
+    Ok(size)
 }
 
 /// One log file to replay.
@@ -535,6 +541,7 @@ fn replay_logs(
                         shared;
                     let mut handle = manager.register().expect("room for replayers");
                     handle.protect();
+                    let mut buffer = Vec::new();
                     loop {
                         // L_d of §5.2: each thread takes the next-newest file.
                         let index = next.fetch_add(1, Ordering::AcqRel);
@@ -544,7 +551,15 @@ fn replay_logs(
                             dropped,
                             torn,
                         };
-                        match replay_file(storage, file, (e_l, e_p), tables, &mut handle, &counts) {
+                        match replay_file(
+                            storage,
+                            file,
+                            (e_l, e_p),
+                            tables,
+                            &mut handle,
+                            &counts,
+                            &mut buffer,
+                        ) {
                             Ok((bytes, outcome)) => {
                                 bytes_read.fetch_add(bytes, Ordering::Relaxed);
                                 max_epoch.fetch_max(
@@ -611,42 +626,13 @@ fn replay_file(
     tables: &[Arc<Table>],
     handle: &mut EpochHandle,
     counts: &ReplayCounters<'_>,
+    buffer: &mut Vec<u8>,
 ) -> Result<(u64, FileOutcome), DurabilityError> {
     let path = &file.path;
-    let data = storage.read(path).map_err(io)?;
     let mut outcome = FileOutcome::default();
-    let mut writes = Vec::new();
     let mut synced_len = 0u64;
-    for item in versioned_blocks(&data, LOG_MAGIC) {
-        let (offset, block) = match item {
-            Ok(found) => found,
-            Err(BlockError::Frame(frame)) if file.current => {
-                let offset = match frame {
-                    FrameError::TornTail { offset } | FrameError::Corrupt { offset, .. } => offset,
-                    _ => 0,
-                };
-                if (offset as u64) < synced_len {
-                    return Err(corrupt(
-                        path,
-                        format!("{frame}, inside the {synced_len} bytes pepoch records as synced"),
-                    ));
-                }
-                if let Some(synced) = persistent_block_after(&data, offset + 1, e_p) {
-                    return Err(corrupt(
-                        path,
-                        format!(
-                            "{frame}, yet the block at {synced} of a persistent epoch follows it"
-                        ),
-                    ));
-                }
-                counts
-                    .torn
-                    .fetch_add((data.len() - offset) as u64, Ordering::Relaxed);
-                outcome.needs_rewrite = true;
-                break;
-            }
-            Err(error) => return Err(block_error(path, error)),
-        };
+    let (end, size) = scan_blocks(storage, path, LOG_MAGIC, buffer, |offset, block| {
+        let mut writes = Vec::new();
         let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
         match block.kind {
             KIND_LOG => {}
@@ -656,7 +642,7 @@ fn replay_file(
                 if file.current && offset == 0 && seq == file.synced.seq {
                     synced_len = file.synced.len;
                 }
-                continue;
+                return Ok(());
             }
             kind => return Err(at(&format!("unknown log block kind {kind}"))),
         }
@@ -666,10 +652,10 @@ fn replay_file(
             // Group commit never finished for this epoch (silor §5.2).
             counts.dropped.fetch_add(1, Ordering::Relaxed);
             outcome.needs_rewrite = true;
-            continue;
+            return Ok(());
         }
         if parsed.epoch < e_l {
-            continue; // the checkpoint covers it
+            return Ok(()); // the checkpoint covers it
         }
         let mut applied = 0;
         while let Some(raw) = parsed.next_entry(&mut writes).map_err(|e| at(&e))? {
@@ -684,13 +670,39 @@ fn replay_file(
                 let Some(table) = tables.get(write.table as usize) else {
                     return Err(at(&format!("unknown table {}", write.table)));
                 };
-                table.recover_put(write.key, tid, write.value, handle);
+                table.recover_put(write.key, tid, write.value, handle, false);
             }
             applied += 1;
         }
         counts.entries.fetch_add(applied, Ordering::Relaxed);
+        Ok(())
+    })?;
+    if let ScanEnd::Damaged { offset, error } = end {
+        let frame = match error {
+            BlockError::Frame(frame) if file.current => frame,
+            // Rotated files were synced before their rename.
+            other => return Err(block_error(path, other)),
+        };
+        if offset < synced_len {
+            return Err(corrupt(
+                path,
+                format!("{frame}, inside the {synced_len} bytes pepoch records as synced"),
+            ));
+        }
+        let rest = read_rest(storage, path, offset).map_err(io)?;
+        if let Some(synced) = persistent_block_after(&rest, 1, e_p) {
+            return Err(corrupt(
+                path,
+                format!(
+                    "{frame}, yet the block at {} of a persistent epoch follows it",
+                    offset + synced as u64
+                ),
+            ));
+        }
+        counts.torn.fetch_add(size - offset, Ordering::Relaxed);
+        outcome.needs_rewrite = true;
     }
-    Ok((data.len() as u64, outcome))
+    Ok((size, outcome))
 }
 
 /// The offset of a valid log block of an epoch ≤ `e_p` at or after `from`.
