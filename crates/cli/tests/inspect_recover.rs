@@ -250,6 +250,56 @@ fn a_torn_tail_in_data_log_is_reported_and_recovered() {
 }
 
 #[test]
+fn inspect_and_recovery_agree_on_damage_in_data_log() {
+    // After a clean shutdown pepoch records all of data.log as synced (when
+    // its last record names this data.log), so a flipped byte in its last
+    // block is corruption, not a torn tail. Whichever holds, inspect's
+    // verdict must be recovery's.
+    let dir = tempfile::tempdir().unwrap();
+    write_database(DurabilityKind::Log, dir.path());
+    let data_log = dir.path().join("data.log");
+    let len = std::fs::metadata(&data_log).unwrap().len() as usize;
+    flip_byte(&data_log, len - 2);
+    let result = epochdb(&["inspect", arg(&data_log)]);
+    let (out, _) = text(&result);
+    let summary = out.lines().last().unwrap().to_string();
+    let json_path = dir.path().join("recover.json");
+    let recovered = epochdb(&[
+        "recover",
+        "--dir",
+        arg(dir.path()),
+        "--json",
+        arg(&json_path),
+    ]);
+    if summary.contains("CORRUPT") {
+        assert!(!result.status.success(), "{out}");
+        assert!(
+            !recovered.status.success(),
+            "inspect: {summary}; recover: {}",
+            text(&recovered).0
+        );
+        assert!(
+            text(&recovered).1.contains("corrupt"),
+            "{}",
+            text(&recovered).1
+        );
+    } else {
+        assert!(result.status.success(), "{out}");
+        assert!(
+            recovered.status.success(),
+            "inspect: {summary}; recover: {}",
+            text(&recovered).1
+        );
+        let torn: u64 = summary
+            .rsplit_once('(')
+            .and_then(|(_, rest)| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("torn tail bytes in {summary:?}"));
+        assert_eq!(json(&json_path)["torn_tail_bytes"], torn, "{out}");
+    }
+}
+
+#[test]
 fn recover_reports_what_it_read() {
     for mode in ["log", "silor"] {
         let dir = tempfile::tempdir().unwrap();

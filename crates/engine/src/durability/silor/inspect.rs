@@ -19,12 +19,15 @@
 //! judged as recovery judges it (silor §5; DESIGN.md: a torn tail is
 //! expected after a crash, damage inside synced data is corruption):
 //!
-//! * `data.log`, `catalog`, `pepoch` and `*.tmp` are appended to while the
-//!   process runs, so an unfinished last block is a torn tail. In `data.log`
-//!   any damage after which no intact block follows counts as its unsynced
-//!   tail (recovery drops it); recovery also tolerates damage followed only
-//!   by blocks above the persistent epoch, which inspect, reading one file,
-//!   cannot know and reports as corruption.
+//! * `catalog`, `pepoch` and `*.tmp` are appended to while the process
+//!   runs, so an unfinished last block is a torn tail.
+//! * `data.log` is too, but `pepoch` (in directory 0) records how much of
+//!   directory 0's `data.log` was synced: damage inside that prefix, or
+//!   followed by a block of an epoch at or below the persistent epoch, is
+//!   corruption; other damage is the unsynced tail recovery drops. Without
+//!   a `pepoch` beside it (directories other than 0, a copied file) inspect
+//!   calls damage followed by any intact block corruption, which recovery
+//!   tolerates when every block after it is above the persistent epoch.
 //! * `old_data.<e>`, checkpoint data files and the `checkpoint` metadata are
 //!   synced before they get their name: any damage in them, a torn tail
 //!   included, is corruption.
@@ -44,9 +47,9 @@ use super::files::{
 };
 use super::format::{
     parse_catalog_table, parse_ckpt_block, parse_log_block, parse_log_header, CheckpointMeta,
-    PepochRecord, Reader, CATALOG_MAGIC, CKPT_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER,
-    KIND_CATALOG_TABLE, KIND_CKPT, KIND_LOG, KIND_LOG_HEADER, KIND_META, KIND_PEPOCH, LOG_MAGIC,
-    META_MAGIC, PEPOCH_MAGIC,
+    PepochRecord, Reader, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, FORMAT_VERSION,
+    KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_CKPT, KIND_LOG, KIND_LOG_HEADER, KIND_META,
+    KIND_PEPOCH, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
 };
 use crate::error::DurabilityError;
 use crate::tid::{Tid, STATUS_MASK};
@@ -260,18 +263,27 @@ impl DirSummary {
 enum TailPolicy {
     /// Appended to while running: the decoder's verdict stands.
     Appended,
-    /// `data.log`: damage with no intact block after it is the unsynced tail.
-    CurrentLog,
+    /// `data.log`: damage outside the synced prefix is the unsynced tail.
+    CurrentLog {
+        /// From the `pepoch` beside it: `e_p` and directory 0's synced log.
+        durable: Option<(u64, SyncedLog)>,
+    },
     /// Synced before named: any damage is corruption.
     Synced,
 }
 
-fn tail_policy(name: &str) -> TailPolicy {
+/// The policy for a file called `name`; `pepoch` is the record recovery
+/// would take from the `pepoch` file in the same directory, if any.
+fn tail_policy(name: &str, pepoch: Option<&PepochRecord>) -> TailPolicy {
     if name.ends_with(TMP_SUFFIX) {
         return TailPolicy::Appended;
     }
     match parse_log_name(name) {
-        Some(LogName::Current) => return TailPolicy::CurrentLog,
+        Some(LogName::Current) => {
+            // pepoch lives in directory 0 only, whose log comes first.
+            let durable = pepoch.map(|p| (p.e_p, p.logs.first().copied().unwrap_or_default()));
+            return TailPolicy::CurrentLog { durable };
+        }
         Some(LogName::Old { .. }) => return TailPolicy::Synced,
         None => {}
     }
@@ -280,6 +292,31 @@ fn tail_policy(name: &str) -> TailPolicy {
     } else {
         TailPolicy::Appended
     }
+}
+
+/// The record recovery takes from a `pepoch` file's bytes (`read_pepoch`):
+/// the last one with the largest `e_p`, before any damage.
+fn last_pepoch(data: &[u8]) -> Option<PepochRecord> {
+    let mut last: Option<PepochRecord> = None;
+    for item in blocks(data, PEPOCH_MAGIC) {
+        let Ok((_, block)) = item else { break };
+        let Ok(record) = PepochRecord::parse(block.payload) else {
+            break;
+        };
+        if last.as_ref().is_none_or(|l| record.e_p >= l.e_p) {
+            last = Some(record);
+        }
+    }
+    last
+}
+
+/// The `pepoch` record beside `path`, when `path` is a `data.log`.
+fn sibling_pepoch(storage: &dyn Storage, path: &Path) -> Option<PepochRecord> {
+    if parse_log_name(file_name(path)) != Some(LogName::Current) {
+        return None;
+    }
+    let data = storage.read(&path.with_file_name(PEPOCH)).ok()?;
+    last_pepoch(&data)
 }
 
 fn listing_failed(_: fmt::Error) -> DurabilityError {
@@ -311,13 +348,15 @@ pub fn inspect_file(
     let format = FileFormat::detect(&data)
         .or_else(|| FileFormat::from_file_name(name))
         .ok_or_else(|| not_epochdb(path, &data))?;
-    list_file(path, &data, format, verbose, out).map_err(listing_failed)
+    let policy = tail_policy(name, sibling_pepoch(storage, path).as_ref());
+    list_file(path, &data, format, policy, verbose, out).map_err(listing_failed)
 }
 
 fn list_file(
     path: &Path,
     data: &[u8],
     format: FileFormat,
+    policy: TailPolicy,
     verbose: bool,
     out: &mut dyn Write,
 ) -> Result<InspectSummary, fmt::Error> {
@@ -327,7 +366,6 @@ fn list_file(
         path.display(),
         data.len()
     )?;
-    let policy = tail_policy(file_name(path));
     let summary = inspect_bytes(data, format, policy, verbose, Some(&mut *out))?;
     writeln!(out, "summary: {}", summary.summary_line())?;
     Ok(summary)
@@ -356,7 +394,13 @@ pub fn inspect_dir(
 ) -> Result<DirSummary, DurabilityError> {
     let io = |e: epochdb_storage::StorageError| DurabilityError::from_storage(&e);
     let mut summary = DirSummary::default();
-    for name in storage.list(dir).map_err(io)? {
+    let names = storage.list(dir).map_err(io)?;
+    let pepoch = if names.iter().any(|name| name == PEPOCH) {
+        last_pepoch(&storage.read(&dir.join(PEPOCH)).map_err(io)?)
+    } else {
+        None
+    };
+    for name in names {
         let path = dir.join(&name);
         let by_name = FileFormat::from_file_name(&name);
         let data = match storage.read(&path) {
@@ -372,8 +416,8 @@ pub fn inspect_dir(
             summary.skipped.push(name);
             continue;
         };
-        let file = inspect_bytes(&data, format, tail_policy(&name), false, None)
-            .map_err(listing_failed)?;
+        let policy = tail_policy(&name, pepoch.as_ref());
+        let file = inspect_bytes(&data, format, policy, false, None).map_err(listing_failed)?;
         summary.files.push((name, file));
     }
     check_checkpoint_files(storage, dir, &mut summary);
@@ -514,7 +558,7 @@ fn inspect_bytes(
                 }
             }
             Err(error) => {
-                let found = judge(&error, data, format.magic(), policy);
+                let found = judge(&error, data, policy, decoder.log_header_seq);
                 let offset = found.offset();
                 write!(
                     text,
@@ -568,8 +612,10 @@ fn is_refused(damage: &Damage) -> bool {
     !matches!(damage, Damage::TornTail { .. })
 }
 
-/// Judges a framing failure by the file's tail policy (module docs).
-fn judge(error: &FrameError, data: &[u8], magic: u32, policy: TailPolicy) -> Damage {
+/// Judges a framing failure by the file's tail policy (module docs), as
+/// `replay_file` does; `header_seq` is the sequence number of the log
+/// header at offset 0.
+fn judge(error: &FrameError, data: &[u8], policy: TailPolicy, header_seq: Option<u64>) -> Damage {
     let (offset, torn) = match error {
         FrameError::TornTail { offset } => (*offset, true),
         FrameError::Corrupt { offset, .. } => (*offset, false),
@@ -591,7 +637,23 @@ fn judge(error: &FrameError, data: &[u8], magic: u32, policy: TailPolicy) -> Dam
     match policy {
         TailPolicy::Appended if torn => tail,
         TailPolicy::Appended => corrupt(reason),
-        TailPolicy::CurrentLog => match intact_block_after(data, offset + 1, magic) {
+        TailPolicy::CurrentLog {
+            durable: Some((e_p, synced)),
+        } => {
+            if header_seq == Some(synced.seq) && (offset as u64) < synced.len {
+                corrupt(format!(
+                    "{reason}, inside the {} bytes pepoch records as synced",
+                    synced.len
+                ))
+            } else if let Some(next) = log_block_after(data, offset + 1, Some(e_p)) {
+                corrupt(format!(
+                    "{reason}; yet the block at {next}, of a persistent epoch (e_p {e_p}), follows it"
+                ))
+            } else {
+                tail
+            }
+        }
+        TailPolicy::CurrentLog { durable: None } => match log_block_after(data, offset + 1, None) {
             None => tail,
             Some(next) => corrupt(format!("{reason}; yet an intact block follows at {next}")),
         },
@@ -602,19 +664,24 @@ fn judge(error: &FrameError, data: &[u8], magic: u32, policy: TailPolicy) -> Dam
     }
 }
 
-/// The offset of the first intact block of format `magic` at or after `from`.
-fn intact_block_after(data: &[u8], from: usize, magic: u32) -> Option<usize> {
-    let magic = magic.to_le_bytes();
+/// The offset of the first intact log block at or after `from`, of an
+/// epoch at or below `e_p` if given (recovery's `persistent_block_after`).
+fn log_block_after(data: &[u8], from: usize, e_p: Option<u64>) -> Option<usize> {
+    let magic = LOG_MAGIC.to_le_bytes();
     let tail = data.get(from..)?;
     tail.windows(4)
         .enumerate()
         .filter(|(_, window)| *window == magic)
         .map(|(at, _)| from + at)
-        .find(|&at| {
-            matches!(
-                decode_block(data, at, u32::from_le_bytes(magic)),
-                Ok(Some(_))
-            )
+        .find(|&at| match decode_block(data, at, LOG_MAGIC) {
+            Ok(Some((block, _))) => match e_p {
+                None => true,
+                Some(e_p) => {
+                    block.kind == KIND_LOG
+                        && parse_log_block(block.payload).is_ok_and(|b| b.epoch <= e_p)
+                }
+            },
+            _ => false,
         })
 }
 
@@ -653,6 +720,8 @@ struct Decoder {
     entries: u64,
     writes: u64,
     epochs: Option<(u64, u64)>,
+    /// The sequence number of the log header at offset 0.
+    log_header_seq: Option<u64>,
     e_p_max: Option<u64>,
     catalog_header: Option<u32>,
     catalog_tables: u32,
@@ -667,6 +736,7 @@ impl Decoder {
             entries: 0,
             writes: 0,
             epochs: None,
+            log_header_seq: None,
             e_p_max: None,
             catalog_header: None,
             catalog_tables: 0,
@@ -790,6 +860,7 @@ impl Decoder {
         if offset != 0 {
             return Err(Problem::Payload("a log file header not at offset 0".into()));
         }
+        self.log_header_seq = Some(seq);
         Ok(())
     }
 
@@ -1021,8 +1092,9 @@ mod tests {
     use proptest::prelude::*;
 
     use super::super::format::{
-        encode_catalog_header, encode_catalog_table, put_ckpt_record, put_entry_header, put_write,
-        seal_ckpt_block, seal_log_block, start_ckpt_block, start_log_block,
+        encode_catalog_header, encode_catalog_table, encode_log_header, put_ckpt_record,
+        put_entry_header, put_write, seal_ckpt_block, seal_log_block, start_ckpt_block,
+        start_log_block,
     };
     use super::*;
     use crate::{Config, Database, DurabilityKind};
@@ -1032,7 +1104,7 @@ mod tests {
     fn encode_pepoch(e_p: u64) -> Vec<u8> {
         PepochRecord {
             e_p,
-            logs: vec![super::super::format::SyncedLog { seq: 1, len: 24 }],
+            logs: vec![SyncedLog { seq: 1, len: 24 }],
         }
         .encode()
     }
@@ -1200,6 +1272,67 @@ mod tests {
         assert!(summary.is_corrupt(), "{out}");
         assert!(
             out.contains(&format!("intact block follows at {first}")),
+            "{out}"
+        );
+    }
+
+    fn pepoch_of(e_p: u64, seq: u64, len: usize) -> Vec<u8> {
+        PepochRecord {
+            e_p,
+            logs: vec![SyncedLog {
+                seq,
+                len: len as u64,
+            }],
+        }
+        .encode()
+    }
+
+    #[test]
+    fn pepoch_tells_synced_data_log_damage_from_a_torn_tail() {
+        // data.log: its header (sequence 7), then blocks of epochs 5 and 6.
+        let header = encode_log_header(7);
+        let (blocks, first) = two_blocks();
+        let mut data = header.clone();
+        data.extend(&blocks);
+        let second = header.len() + first;
+        let mut late = data.clone();
+        late[data.len() - 3] ^= 0x10;
+        let mut early = data.clone();
+        early[second - 3] ^= 0x10;
+        // inspect_file (pepoch beside the file) and inspect_dir agree.
+        let list = |log: &[u8], pepoch: Vec<u8>| {
+            let disk = disk(&[("data.log", log), ("pepoch", &pepoch)]);
+            let mut out = String::new();
+            let summary = inspect_file(&disk, Path::new("/db/data.log"), true, &mut out).unwrap();
+            let dir = inspect_dir(&disk, Path::new("/db"), &mut String::new()).unwrap();
+            let (_, listed) = dir.files.iter().find(|(n, _)| n == "data.log").unwrap();
+            assert_eq!(listed.damage, summary.damage, "{out}");
+            (summary, out)
+        };
+        // All of it synced: the damaged last block is corruption.
+        let (summary, out) = list(&late, pepoch_of(6, 7, data.len()));
+        assert!(summary.is_corrupt(), "{out}");
+        let synced = format!("inside the {} bytes pepoch records as synced", data.len());
+        assert!(out.contains(&synced), "{out}");
+        // Synced only up to the damaged block: its unsynced tail.
+        let (summary, out) = list(&late, pepoch_of(6, 7, second));
+        let torn = Damage::TornTail {
+            offset: second as u64,
+            bytes: (data.len() - second) as u64,
+        };
+        assert_eq!(summary.damage, Some(torn), "{out}");
+        // The record names an older data.log: nothing of this one is known.
+        let (summary, out) = list(&late, pepoch_of(6, 6, data.len()));
+        assert!(!summary.is_corrupt(), "{out}");
+        // Damage followed by a block of epoch 6: synced when e_p ≥ 6 (a
+        // sync covers everything before it), the unsynced tail when e_p is 5.
+        let (summary, out) = list(&early, pepoch_of(6, 7, header.len()));
+        assert!(summary.is_corrupt(), "{out}");
+        let follows = format!("yet the block at {second}, of a persistent epoch (e_p 6)");
+        assert!(out.contains(&follows), "{out}");
+        let (summary, out) = list(&early, pepoch_of(5, 7, header.len()));
+        assert!(
+            matches!(summary.damage, Some(Damage::TornTail { .. })),
             "{out}"
         );
     }
@@ -1438,9 +1571,13 @@ mod tests {
             let mut data = format.magic().to_le_bytes().to_vec();
             data.extend(tail);
             let mut out = String::new();
-            let summary =
-                inspect_bytes(&data, format, tail_policy(name), verbose, Some(&mut out)).unwrap();
-            prop_assert_eq!(summary.bytes, data.len() as u64);
+            let pepoch = PepochRecord { e_p: 2, logs: vec![SyncedLog { seq: 1, len: 40 }] };
+            for pepoch in [None, Some(&pepoch)] {
+                let policy = tail_policy(name, pepoch);
+                let summary =
+                    inspect_bytes(&data, format, policy, verbose, Some(&mut out)).unwrap();
+                prop_assert_eq!(summary.bytes, data.len() as u64);
+            }
         }
     }
 }
