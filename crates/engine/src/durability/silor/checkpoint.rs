@@ -222,6 +222,7 @@ fn write_and_install(
             .map(|index| {
                 let (tables, partitions) = (&tables, &partitions);
                 scope.spawn(move || {
+                    yield_to_workers();
                     Checkpointer::new(inner, index, id, m, e_l)?.run(tables, partitions, control)
                 })
             })
@@ -474,6 +475,19 @@ impl<'a> Checkpointer<'a> {
         }
         start_ckpt_block(&mut self.block, table);
         Ok(())
+    }
+}
+
+/// Lowers the calling checkpointer thread's scheduling priority (nice 10):
+/// a checkpoint is background work, and where cores are scarce the
+/// scheduler should prefer workers and loggers over it (the paper gave its
+/// checkpointers cores of their own, §6).
+fn yield_to_workers() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on the calling thread (who = 0) with a valid
+    // nice value has no memory effects; failure is harmless and ignored.
+    unsafe {
+        let _ = libc::setpriority(libc::PRIO_PROCESS, 0, 10);
     }
 }
 
