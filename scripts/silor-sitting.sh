@@ -18,13 +18,14 @@ drop_caches
 dd if="$out/dd.bin" of=/dev/null bs=1M 2>&1 | tail -1 | tee "$out/disk-read.txt"
 rm -f "$out/dd.bin"
 
-# Throughput and latency: none, log, silor back to back, 1 and 2 workers.
+# Throughput and latency: none, log, silor back to back and then in reverse
+# (order-balanced: later runs in one process run slower), 1 and 2 workers.
 for r in $(seq 1 "$repeats"); do
   for t in 1 2; do
-    $bin bench ycsb --threads "$t" --duration 10 --compare none,log,silor \
+    $bin bench ycsb --threads "$t" --duration 10 --compare none,log,silor,silor,log,none \
       --checkpoint-interval 3 --json "$out/ycsb-t$t-r$r.json" 2>"$out/ycsb-t$t-r$r.log"
   done
-  $bin bench tpcc --warehouses 1 --threads 1 --duration 10 --compare none,log,silor \
+  $bin bench tpcc --warehouses 1 --threads 1 --duration 10 --compare none,log,silor,silor,log,none \
     --checkpoint-interval 3 --json "$out/tpcc-t1-r$r.json" 2>"$out/tpcc-t1-r$r.log"
 done
 $bin bench ycsb --threads 1 --duration 20 --compare log,silor --checkpoint-interval 3 \
