@@ -308,7 +308,7 @@ mod sim {
 }
 
 #[test]
-fn a_missing_directory_is_refused() {
+fn a_missing_or_reordered_directory_is_refused() {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     let mut two = config(DurabilityKind::Log, a.path());
@@ -319,7 +319,16 @@ fn a_missing_directory_is_refused() {
     }
     match Database::open(config(DurabilityKind::Log, a.path())) {
         Err(OpenError::Durability(DurabilityError::Incompatible(text))) => {
-            assert!(text.contains("2 log directories, but 1"), "{text}");
+            assert!(text.contains("directory 0 of 2"), "{text}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // The same directories in the other order are refused too.
+    let mut swapped = config(DurabilityKind::Log, b.path());
+    swapped.dirs.push(a.path().to_path_buf());
+    match Database::open(swapped) {
+        Err(OpenError::Durability(DurabilityError::Incompatible(text))) => {
+            assert!(text.contains("given as directory 0 of 2"), "{text}");
         }
         other => panic!("expected a refusal, got {other:?}"),
     }

@@ -14,6 +14,8 @@
 //!                  kind TABLE: id u32, name_len u32, name
 //! checkpoint data (magic CKPT): table u32, then records:
 //!                  key_len u32, value_len u32, tid u64, key, value
+//! directory     (magic DIR): index u32, count u32 — which of the
+//!                  database's directories this is
 //! checkpoint meta (magic META): id u64, e_l u64, e_h u64, dirs u32,
 //!                  tables u32 × (id u32, name_len u32, name),
 //!                  files u32 × (dir u32, name_len u32, name, bytes u64)
@@ -41,6 +43,8 @@ pub(crate) const CATALOG_MAGIC: u32 = u32::from_le_bytes(*b"eCAT");
 pub(crate) const CKPT_MAGIC: u32 = u32::from_le_bytes(*b"eCKP");
 /// Magic of the checkpoint metadata file: "eMET".
 pub(crate) const META_MAGIC: u32 = u32::from_le_bytes(*b"eMET");
+/// Magic of a directory's identity file: "eDIR".
+pub(crate) const DIR_MAGIC: u32 = u32::from_le_bytes(*b"eDIR");
 
 /// Block kind of a log buffer.
 pub(crate) const KIND_LOG: u16 = 1;
@@ -56,6 +60,8 @@ pub(crate) const KIND_CATALOG_TABLE: u16 = 2;
 pub(crate) const KIND_CKPT: u16 = 1;
 /// Block kind of checkpoint metadata.
 pub(crate) const KIND_META: u16 = 1;
+/// Block kind of a directory identity.
+pub(crate) const KIND_DIR: u16 = 1;
 
 /// Value length that marks a tombstone (a delete).
 pub(crate) const TOMBSTONE: u32 = u32::MAX;
@@ -299,6 +305,29 @@ impl PepochRecord {
         }
         Ok(Self { e_p, logs })
     }
+}
+
+// ------------------------------------------------------------ directories
+
+/// A directory's identity: its place among the database's directories.
+pub(crate) fn encode_dir_identity(index: u32, count: u32) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(8);
+    put_u32(&mut payload, index);
+    put_u32(&mut payload, count);
+    let mut out = Vec::new();
+    encode_block(&mut out, DIR_MAGIC, FORMAT_VERSION, KIND_DIR, &payload);
+    out
+}
+
+/// Parses a directory identity's payload into `(index, count)`.
+pub(crate) fn parse_dir_identity(payload: &[u8]) -> Result<(u32, u32), Malformed> {
+    let mut reader = Reader::new(payload);
+    let index = reader.u32("directory index")?;
+    let count = reader.u32("directory count")?;
+    if !reader.is_empty() {
+        return Err(Malformed("trailing bytes after a directory identity"));
+    }
+    Ok((index, count))
 }
 
 // ------------------------------------------------------------------ catalog
@@ -581,6 +610,7 @@ mod tests {
             let _ = CheckpointMeta::parse(&payload);
             let _ = PepochRecord::parse(&payload);
             let _ = parse_log_header(&payload);
+            let _ = parse_dir_identity(&payload);
             let _ = parse_catalog_table(&payload);
         }
     }

@@ -43,13 +43,14 @@ use std::path::Path;
 use epochdb_storage::{blocks, decode_block, Block, FrameError, Storage, BLOCK_HEADER_BYTES};
 
 use super::files::{
-    parse_ckpt_file_name, parse_log_name, LogName, CATALOG, CHECKPOINT_META, PEPOCH, TMP_SUFFIX,
+    parse_ckpt_file_name, parse_log_name, LogName, CATALOG, CHECKPOINT_META, DIRECTORY, PEPOCH,
+    TMP_SUFFIX,
 };
 use super::format::{
-    parse_catalog_table, parse_ckpt_block, parse_log_block, parse_log_header, CheckpointMeta,
-    PepochRecord, Reader, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, FORMAT_VERSION,
-    KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_CKPT, KIND_LOG, KIND_LOG_HEADER, KIND_META,
-    KIND_PEPOCH, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
+    parse_catalog_table, parse_ckpt_block, parse_dir_identity, parse_log_block, parse_log_header,
+    CheckpointMeta, PepochRecord, Reader, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, DIR_MAGIC,
+    FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_CKPT, KIND_DIR, KIND_LOG,
+    KIND_LOG_HEADER, KIND_META, KIND_PEPOCH, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
 };
 use crate::error::DurabilityError;
 use crate::tid::{Tid, STATUS_MASK};
@@ -71,16 +72,19 @@ pub enum FileFormat {
     CheckpointData,
     /// `checkpoint`: the installed checkpoint's metadata (magic `eMET`).
     CheckpointMeta,
+    /// `directory`: which of the database's directories this is (`eDIR`).
+    Directory,
 }
 
 impl FileFormat {
     /// Every format, in the order inspect tries their magics.
-    pub const ALL: [FileFormat; 5] = [
+    pub const ALL: [FileFormat; 6] = [
         FileFormat::Log,
         FileFormat::Pepoch,
         FileFormat::Catalog,
         FileFormat::CheckpointData,
         FileFormat::CheckpointMeta,
+        FileFormat::Directory,
     ];
 
     /// A short human name ("log", "checkpoint data", …).
@@ -91,6 +95,7 @@ impl FileFormat {
             FileFormat::Catalog => "catalog",
             FileFormat::CheckpointData => "checkpoint data",
             FileFormat::CheckpointMeta => "checkpoint metadata",
+            FileFormat::Directory => "directory identity",
         }
     }
 
@@ -101,6 +106,7 @@ impl FileFormat {
             FileFormat::Catalog => CATALOG_MAGIC,
             FileFormat::CheckpointData => CKPT_MAGIC,
             FileFormat::CheckpointMeta => META_MAGIC,
+            FileFormat::Directory => DIR_MAGIC,
         }
     }
 
@@ -125,6 +131,7 @@ impl FileFormat {
                 PEPOCH => Some(FileFormat::Pepoch),
                 CATALOG => Some(FileFormat::Catalog),
                 CHECKPOINT_META => Some(FileFormat::CheckpointMeta),
+                DIRECTORY => Some(FileFormat::Directory),
                 _ => None,
             }
         }
@@ -287,7 +294,7 @@ fn tail_policy(name: &str, pepoch: Option<&PepochRecord>) -> TailPolicy {
         Some(LogName::Old { .. }) => return TailPolicy::Synced,
         None => {}
     }
-    if parse_ckpt_file_name(name).is_some() || name == CHECKPOINT_META {
+    if parse_ckpt_file_name(name).is_some() || name == CHECKPOINT_META || name == DIRECTORY {
         TailPolicy::Synced
     } else {
         TailPolicy::Appended
@@ -727,6 +734,7 @@ struct Decoder {
     catalog_tables: u32,
     ckpt_tables: BTreeSet<u32>,
     meta: Option<CheckpointMeta>,
+    directory: Option<(u32, u32)>,
 }
 
 impl Decoder {
@@ -742,6 +750,7 @@ impl Decoder {
             catalog_tables: 0,
             ckpt_tables: BTreeSet::new(),
             meta: None,
+            directory: None,
         }
     }
 
@@ -764,6 +773,7 @@ impl Decoder {
             FileFormat::Catalog => &[KIND_CATALOG_HEADER, KIND_CATALOG_TABLE],
             FileFormat::CheckpointData => &[KIND_CKPT],
             FileFormat::CheckpointMeta => &[KIND_META],
+            FileFormat::Directory => &[KIND_DIR],
         };
         if !expected_kinds.contains(&block.kind) {
             text.push_str("unknown kind");
@@ -781,6 +791,7 @@ impl Decoder {
             FileFormat::Catalog => self.catalog_block(offset, block, text),
             FileFormat::CheckpointData => self.ckpt_block(block.payload, verbose, text),
             FileFormat::CheckpointMeta => self.meta_block(block.payload, text),
+            FileFormat::Directory => self.directory_block(block.payload, text),
         };
         match result {
             Ok(()) => Ok(()),
@@ -985,12 +996,24 @@ impl Decoder {
         Ok(())
     }
 
+    fn directory_block(&mut self, payload: &[u8], text: &mut String) -> Result<(), Problem> {
+        if self.directory.is_some() {
+            text.push_str("directory identity");
+            return Err(Problem::Payload("a second directory identity block".into()));
+        }
+        let (index, count) = parse_dir_identity(payload)?;
+        write!(text, "directory {index} of {count}")?;
+        self.directory = Some((index, count));
+        Ok(())
+    }
+
     /// Damage a file has by what it lacks: a catalog without its header, a
     /// metadata file without its block (recovery refuses both).
     fn missing(&self) -> Option<Damage> {
         let reason = match self.format {
             FileFormat::Catalog if self.catalog_header.is_none() => "no catalog header",
             FileFormat::CheckpointMeta if self.meta.is_none() => "no checkpoint metadata block",
+            FileFormat::Directory if self.directory.is_none() => "no directory identity block",
             _ => return None,
         };
         Some(Damage::Corrupt {
@@ -1038,6 +1061,10 @@ impl Decoder {
                     meta.e_h,
                     count(meta.files.len() as u64, "file", "files")
                 ),
+                None => "empty".into(),
+            },
+            FileFormat::Directory => match self.directory {
+                Some((index, count)) => format!("directory {index} of {count}"),
                 None => "empty".into(),
             },
         };

@@ -17,14 +17,15 @@ use epochdb_storage::{decode_block, FrameError, Storage, StorageError};
 use parking_lot::Mutex;
 
 use super::files::{
-    free_old_data_name, parse_ckpt_file_name, parse_log_name, LogName, CATALOG, CHECKPOINT_META,
-    PEPOCH, TMP_SUFFIX,
+    free_old_data_name, parse_ckpt_file_name, parse_log_name, replace_atomically, LogName, CATALOG,
+    CHECKPOINT_META, DIRECTORY, PEPOCH, TMP_SUFFIX,
 };
 use super::format::{
-    encode_catalog_header, parse_catalog_table, parse_ckpt_block, parse_log_block,
-    parse_log_header, versioned_blocks, BlockError, CheckpointMeta, PepochRecord, SyncedLog,
-    CATALOG_MAGIC, CKPT_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG,
-    KIND_LOG_HEADER, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
+    encode_catalog_header, encode_dir_identity, parse_catalog_table, parse_ckpt_block,
+    parse_dir_identity, parse_log_block, parse_log_header, versioned_blocks, BlockError,
+    CheckpointMeta, PepochRecord, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, DIR_MAGIC, FORMAT_VERSION,
+    KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG, KIND_LOG_HEADER, LOG_MAGIC, META_MAGIC,
+    PEPOCH_MAGIC,
 };
 use super::reader::{read_rest, scan_blocks, ScanEnd};
 use crate::error::DurabilityError;
@@ -124,6 +125,7 @@ pub(crate) fn recover(
             }
         }
     }
+    check_identities(storage, dirs)?;
     let dir0 = &dirs[0];
     let names = read_catalog(storage, dir0)?;
     let meta = read_meta(storage, dir0)?;
@@ -191,6 +193,35 @@ pub(crate) fn recover(
         next_checkpoint_id: meta.as_ref().map_or(1, |m| m.id + 1),
         report,
     })
+}
+
+/// Checks (or, in a new directory, writes) each directory's identity, so
+/// directories given in another order or from another database are refused.
+fn check_identities(storage: &dyn Storage, dirs: &[PathBuf]) -> Result<(), DurabilityError> {
+    let count = dirs.len() as u32;
+    for (index, dir) in dirs.iter().enumerate() {
+        let path = dir.join(DIRECTORY);
+        if !storage.exists(&path).map_err(io)? {
+            replace_atomically(storage, &path, &encode_dir_identity(index as u32, count))
+                .map_err(io)?;
+            continue;
+        }
+        let data = storage.read(&path).map_err(io)?;
+        let (block, _) = match decode_block(&data, 0, DIR_MAGIC) {
+            Ok(Some(found)) => found,
+            Ok(None) => return Err(corrupt(&path, "empty directory identity")),
+            Err(error) => return Err(corrupt(&path, error)),
+        };
+        let (found_index, found_count) =
+            parse_dir_identity(block.payload).map_err(|e| corrupt(&path, e))?;
+        if (found_index, found_count) != (index as u32, count) {
+            return Err(DurabilityError::Incompatible(format!(
+                "{} is directory {found_index} of {found_count} of its database (counting from 0), but was given as directory {index} of {count}; pass every directory, in the original order",
+                dir.display(),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Reads (or creates) the table catalog; cuts a torn tail off it so later
