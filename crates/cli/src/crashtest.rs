@@ -111,6 +111,7 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
     let mut rng = SmallRng::seed_from_u64(args.seed);
     let mut acked: HashMap<u32, u64> = HashMap::new();
     let mut violations = 0u64;
+    let mut killed_mid_checkpoint = 0u64;
     let started = Instant::now();
     for iteration in 1..=args.iterations {
         let run_ms = rng.gen_range(50..=args.max_run_ms.max(50));
@@ -129,6 +130,8 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
             let entry = acked.entry(w).or_insert(0);
             *entry = (*entry).max(s);
         }
+        let mid_checkpoint = checkpoint_in_flight(&dirs);
+        killed_mid_checkpoint += u64::from(mid_checkpoint);
         let recovering = Instant::now();
         let db = Database::open(config(
             args.durability,
@@ -143,9 +146,10 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
         violations += report.violations.len() as u64;
         let acked_total: u64 = acked.values().sum();
         eprintln!(
-            "[{:>6.1} s] iteration {iteration}/{}: killed after {run_ms} ms; recovered {} transactions in {:.3} s; acknowledged {}; {} violations",
+            "[{:>6.1} s] iteration {iteration}/{}: killed after {run_ms} ms{}; recovered {} transactions in {:.3} s; acknowledged {}; {} violations",
             started.elapsed().as_secs_f64(),
             args.iterations,
+            if mid_checkpoint { " during a checkpoint" } else { "" },
             report.transactions,
             recover_s,
             acked_total,
@@ -155,6 +159,12 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
             eprintln!("  violation: {violation}");
         }
     }
+    if args.durability == DurabilityKind::Silor {
+        eprintln!(
+            "{killed_mid_checkpoint} of {} kills landed while a checkpoint was being written or cleaned up",
+            args.iterations
+        );
+    }
     println!(
         "crashtest: {} iterations, {violations} violations",
         args.iterations
@@ -163,6 +173,34 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
         return Err(format!("{violations} violations"));
     }
     Ok(())
+}
+
+/// Whether the files say a checkpoint was in flight at the kill: files of
+/// two checkpoints side by side, or checkpoint files with no installed
+/// metadata (`ckpt.<id>.t<table>.<j>`, `checkpoint`; see the engine's
+/// `files.rs`).
+fn checkpoint_in_flight(dirs: &[PathBuf]) -> bool {
+    let mut ids = std::collections::BTreeSet::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if let Some(id) = name
+                .strip_prefix("ckpt.")
+                .and_then(|rest| rest.split('.').next())
+                .and_then(|id| id.parse::<u64>().ok())
+            {
+                ids.insert(id);
+            }
+        }
+    }
+    let installed = dirs
+        .first()
+        .is_some_and(|dir| dir.join("checkpoint").exists());
+    ids.len() >= 2 || (!ids.is_empty() && !installed)
 }
 
 /// Runs one child until `kill_after` past its "ready" line, kills it, and
