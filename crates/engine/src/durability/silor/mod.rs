@@ -262,18 +262,6 @@ impl SiloR {
         }
         Ok(mode)
     }
-
-    /// Takes a checkpoint now and waits until it is installed (`silor`
-    /// only; `SAVE` in the server, tests).
-    pub(crate) fn checkpoint_now(&self) -> Result<(), DurabilityError> {
-        match &*self.checkpoints.lock() {
-            Some(manager) => manager.run_now(),
-            None => Err(DurabilityError::Stopped(format!(
-                "the {} mode takes no checkpoints",
-                self.name
-            ))),
-        }
-    }
 }
 
 impl DurabilityMode for SiloR {
@@ -306,7 +294,13 @@ impl DurabilityMode for SiloR {
     }
 
     fn checkpoint(&self) -> Result<(), DurabilityError> {
-        self.checkpoint_now()
+        match &*self.checkpoints.lock() {
+            Some(manager) => manager.run_now(),
+            None => Err(DurabilityError::Stopped(format!(
+                "the {} mode takes no checkpoints",
+                self.name
+            ))),
+        }
     }
 
     fn is_checkpointing(&self) -> bool {
