@@ -121,6 +121,7 @@ impl Database {
             storage.as_ref(),
             &config.dirs,
             config.silor.recovery_threads(),
+            config.storage.is_none(),
         )?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));

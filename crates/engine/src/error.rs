@@ -37,6 +37,9 @@ pub enum DurabilityError {
     /// The directory was written by an incompatible format version.
     #[error("incompatible on-disk format: {0}")]
     Incompatible(String),
+    /// Another process has the database open.
+    #[error("database in use: {0}")]
+    InUse(String),
 }
 
 impl From<epochdb_storage::StorageError> for DurabilityError {

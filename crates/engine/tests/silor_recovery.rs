@@ -335,3 +335,17 @@ fn a_missing_or_reordered_directory_is_refused() {
     let db = Database::open(two).unwrap();
     assert_eq!(count_with_tag(&db, 1), (50, 50));
 }
+
+#[test]
+fn a_database_open_elsewhere_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(config(DurabilityKind::Log, dir.path())).unwrap();
+    match Database::open(config(DurabilityKind::Log, dir.path())) {
+        Err(OpenError::Durability(DurabilityError::InUse(text))) => {
+            assert!(text.contains("LOCK"), "{text}");
+        }
+        other => panic!("expected the directory to be in use, got {other:?}"),
+    }
+    drop(db);
+    Database::open(config(DurabilityKind::Log, dir.path())).expect("free after close");
+}

@@ -15,6 +15,8 @@ pub(crate) const OLD_DATA_PREFIX: &str = "old_data.";
 pub(crate) const PEPOCH: &str = "pepoch";
 /// The table catalog (directory 0 only).
 pub(crate) const CATALOG: &str = "catalog";
+/// Held locked (flock) by the process that has the database open.
+pub(crate) const LOCK: &str = "LOCK";
 /// Each directory's identity: its index among the database's directories.
 pub(crate) const DIRECTORY: &str = "directory";
 /// The installed checkpoint's metadata (directory 0 only).

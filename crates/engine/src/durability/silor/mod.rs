@@ -203,6 +203,8 @@ pub(crate) struct SiloR {
     inner: Arc<Inner>,
     loggers: Mutex<Vec<JoinHandle<()>>>,
     checkpoints: Mutex<Option<CheckpointManager>>,
+    /// The directories' locks, released when the mode is dropped.
+    _locks: Vec<std::fs::File>,
 }
 
 impl SiloR {
@@ -255,6 +257,11 @@ impl SiloR {
             inner: inner.clone(),
             loggers: Mutex::new(handles),
             checkpoints: Mutex::new(None),
+            _locks: recovered
+                .locks
+                .iter()
+                .filter_map(|f| f.try_clone().ok())
+                .collect(),
         });
         if checkpoints {
             let manager = CheckpointManager::start(inner, tables, recovered.next_checkpoint_id)?;

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 
 use super::files::{
     free_old_data_name, parse_ckpt_file_name, parse_log_name, replace_atomically, LogName, CATALOG,
-    CHECKPOINT_META, DIRECTORY, PEPOCH, TMP_SUFFIX,
+    CHECKPOINT_META, DIRECTORY, LOCK, PEPOCH, TMP_SUFFIX,
 };
 use super::format::{
     encode_catalog_header, encode_dir_identity, parse_catalog_table, parse_ckpt_block,
@@ -84,6 +84,39 @@ pub(crate) struct Recovered {
     /// The id the next checkpoint takes.
     pub(crate) next_checkpoint_id: u64,
     pub(crate) report: RecoveryReport,
+    /// Locks on the directories, held while the database is open.
+    pub(crate) locks: Vec<std::fs::File>,
+}
+
+/// Takes an exclusive lock on `LOCK` in every (real) directory, so a second
+/// process cannot recover and write the same files while one runs.
+fn lock_dirs(dirs: &[PathBuf]) -> Result<Vec<std::fs::File>, DurabilityError> {
+    let mut locks = Vec::new();
+    for dir in dirs {
+        let path = dir.join(LOCK);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| DurabilityError::Io(format!("opening {}: {e}", path.display())))?;
+        match file.try_lock() {
+            Ok(()) => locks.push(file),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(DurabilityError::InUse(format!(
+                    "{} is locked by another process that has this database open",
+                    path.display()
+                )))
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(DurabilityError::Io(format!(
+                    "locking {}: {e}",
+                    path.display()
+                )))
+            }
+        }
+    }
+    Ok(locks)
 }
 
 fn io(error: StorageError) -> DurabilityError {
@@ -108,6 +141,7 @@ pub(crate) fn recover(
     storage: &dyn Storage,
     dirs: &[PathBuf],
     threads: usize,
+    lock_real_dirs: bool,
 ) -> Result<Recovered, DurabilityError> {
     let started = Instant::now();
     for dir in dirs {
@@ -125,6 +159,11 @@ pub(crate) fn recover(
             }
         }
     }
+    let locks = if lock_real_dirs {
+        lock_dirs(dirs)?
+    } else {
+        Vec::new()
+    };
     check_identities(storage, dirs)?;
     let dir0 = &dirs[0];
     let names = read_catalog(storage, dir0)?;
@@ -192,6 +231,7 @@ pub(crate) fn recover(
         e_p,
         next_checkpoint_id: meta.as_ref().map_or(1, |m| m.id + 1),
         report,
+        locks,
     })
 }
 
