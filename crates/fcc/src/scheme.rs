@@ -15,7 +15,8 @@ use crate::io::{Storage, StorageFile};
 
 /// Bytes the writer gathers before one append (and one CRC update).
 pub(crate) const WRITE_CHUNK_BYTES: usize = 64 * 1024;
-const _: () = assert!(WRITE_CHUNK_BYTES % 8 == 0 && WRITE_CHUNK_BYTES >= CKPT_HEADER_BYTES);
+const _: () =
+    assert!(WRITE_CHUNK_BYTES.is_multiple_of(8) && WRITE_CHUNK_BYTES >= CKPT_HEADER_BYTES);
 
 /// The mutator's half of Interface 1. Called only from the mutator thread.
 ///

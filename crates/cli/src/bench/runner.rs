@@ -131,7 +131,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
                 let mut window = 0usize;
                 let mut steps = 0u64;
                 loop {
-                    if steps % CHECK_EVERY == 0 {
+                    if steps.is_multiple_of(CHECK_EVERY) {
                         if stop.load(Ordering::Relaxed) {
                             break;
                         }
@@ -144,7 +144,9 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
                             .conflicts
                             .store(worker.stats().conflicts, Ordering::Relaxed);
                     }
-                    let began = (steps % LATENCY_SAMPLE_EVERY == 0).then(Instant::now);
+                    let began = steps
+                        .is_multiple_of(LATENCY_SAMPLE_EVERY)
+                        .then(Instant::now);
                     steps += 1;
                     match client.step(&mut worker).map_err(|e| e.to_string())? {
                         Outcome::Committed(ticket) => {
