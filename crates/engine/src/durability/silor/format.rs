@@ -121,6 +121,13 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// One framed block of the current format version.
+fn frame(magic: u32, kind: u16, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(BLOCK_HEADER_BYTES + payload.len());
+    encode_block(&mut out, magic, FORMAT_VERSION, kind, payload);
+    out
+}
+
 fn put_u32(out: &mut Vec<u8>, value: u32) {
     out.extend_from_slice(&value.to_le_bytes());
 }
@@ -230,15 +237,7 @@ impl<'a> LogBlock<'a> {
 
 /// A log file's header block: its sequence number.
 pub(crate) fn encode_log_header(seq: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(BLOCK_HEADER_BYTES + 8);
-    encode_block(
-        &mut out,
-        LOG_MAGIC,
-        FORMAT_VERSION,
-        KIND_LOG_HEADER,
-        &seq.to_le_bytes(),
-    );
-    out
+    frame(LOG_MAGIC, KIND_LOG_HEADER, &seq.to_le_bytes())
 }
 
 /// Parses a log header's payload.
@@ -278,15 +277,7 @@ impl PepochRecord {
             put_u64(&mut payload, log.seq);
             put_u64(&mut payload, log.len);
         }
-        let mut out = Vec::with_capacity(BLOCK_HEADER_BYTES + payload.len());
-        encode_block(
-            &mut out,
-            PEPOCH_MAGIC,
-            FORMAT_VERSION,
-            KIND_PEPOCH,
-            &payload,
-        );
-        out
+        frame(PEPOCH_MAGIC, KIND_PEPOCH, &payload)
     }
 
     /// Parses a record's payload.
@@ -314,9 +305,7 @@ pub(crate) fn encode_dir_identity(index: u32, count: u32) -> Vec<u8> {
     let mut payload = Vec::with_capacity(8);
     put_u32(&mut payload, index);
     put_u32(&mut payload, count);
-    let mut out = Vec::new();
-    encode_block(&mut out, DIR_MAGIC, FORMAT_VERSION, KIND_DIR, &payload);
-    out
+    frame(DIR_MAGIC, KIND_DIR, &payload)
 }
 
 /// Parses a directory identity's payload into `(index, count)`.
@@ -336,15 +325,7 @@ pub(crate) fn parse_dir_identity(payload: &[u8]) -> Result<(u32, u32), Malformed
 pub(crate) fn encode_catalog_header() -> Vec<u8> {
     let mut payload = Vec::new();
     put_u32(&mut payload, u32::from(FORMAT_VERSION));
-    let mut out = Vec::new();
-    encode_block(
-        &mut out,
-        CATALOG_MAGIC,
-        FORMAT_VERSION,
-        KIND_CATALOG_HEADER,
-        &payload,
-    );
-    out
+    frame(CATALOG_MAGIC, KIND_CATALOG_HEADER, &payload)
 }
 
 /// A catalog entry: table `id` is called `name`.
@@ -352,15 +333,7 @@ pub(crate) fn encode_catalog_table(id: u32, name: &str) -> Vec<u8> {
     let mut payload = Vec::new();
     put_u32(&mut payload, id);
     put_str(&mut payload, name);
-    let mut out = Vec::new();
-    encode_block(
-        &mut out,
-        CATALOG_MAGIC,
-        FORMAT_VERSION,
-        KIND_CATALOG_TABLE,
-        &payload,
-    );
-    out
+    frame(CATALOG_MAGIC, KIND_CATALOG_TABLE, &payload)
 }
 
 /// Parses a catalog table entry.
@@ -467,9 +440,7 @@ impl CheckpointMeta {
             put_str(&mut payload, name);
             put_u64(&mut payload, *bytes);
         }
-        let mut out = Vec::new();
-        encode_block(&mut out, META_MAGIC, FORMAT_VERSION, KIND_META, &payload);
-        out
+        frame(META_MAGIC, KIND_META, &payload)
     }
 
     /// Parses a metadata payload.
