@@ -18,6 +18,7 @@ use crate::error::Abort;
 use crate::index::LeafVersion;
 use crate::record::{RecordRef, Snapshot};
 use crate::table::{Table, TableId};
+use crate::tid::Tid;
 
 /// A span of the transaction's key arena.
 #[derive(Clone, Copy, Debug)]
@@ -201,6 +202,29 @@ impl<'t> Transaction<'t> {
         Ok(snapshot
             .value
             .map(|bytes| unsafe { bytes.as_slice::<'t>() }))
+    }
+
+    /// The TID of the last committed write of `key` (a delete included), or
+    /// `None` when the index holds no record for it. The read joins the read
+    /// set, so the transaction aborts if the key is written before it
+    /// commits. Two calls in different transactions return the same value
+    /// only if no transaction wrote the key in between (a key that vanished
+    /// from the index and never came back reads `None` both times) — what a
+    /// server needs for Redis's `WATCH`.
+    pub fn version(&mut self, table: TableId, key: &[u8]) -> Result<Option<Tid>, Abort> {
+        let t = self.table(table);
+        let (record, snapshot) = match locate(t, key, &mut self.state.arena, false) {
+            Ok(found) => found,
+            Err(missing) => {
+                self.state.nodes.push(missing);
+                return Ok(None);
+            }
+        };
+        self.state.reads.push(ReadEntry {
+            record,
+            word: snapshot.word,
+        });
+        Ok(Some(Tid::from_raw(snapshot.word)))
     }
 
     /// Writes `value` for `key`, inserting the key if it is missing (upsert).
