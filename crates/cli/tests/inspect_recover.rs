@@ -145,7 +145,7 @@ fn inspect_lists_every_committed_transaction() {
     let result = epochdb(&["inspect", arg(&dir.path().join("catalog"))]);
     let (out, _) = text(&result);
     assert!(result.status.success(), "{out}");
-    assert!(out.contains("catalog header: format version 1"), "{out}");
+    assert!(out.contains("catalog header: format version 2"), "{out}");
     assert!(out.contains("table 0 \"accounts\""), "{out}");
     assert!(out.contains("summary: 2 blocks, "), "{out}");
 

@@ -1,11 +1,17 @@
 //! The 64-bit TID word every record carries (silor-osdi14 §2; Silo §4.2).
 //!
 //! ```text
-//!  63            32 31                 4   3        2      1      0
+//!  63            24 23                 4   3        2      1      0
 //! +----------------+--------------------+--------+------+------+------+
-//! |     epoch      |  sequence in epoch | unlinkd|absent|latest| lock |
+//! |  epoch (40 b)  | sequence (20 bits) | unlinkd|absent|latest| lock |
 //! +----------------+--------------------+--------+------+------+------+
 //! ```
+//!
+//! Silo gives the epoch 32 bits, which its 40 ms epochs take 5 years to
+//! exhaust; a server answering durable writes wants 1–10 ms epochs, which
+//! would exhaust 32 bits in 50–500 days. Forty bits last 34 years at 1 ms.
+//! The sequence keeps 2^20 TIDs per epoch; a committer that exhausts them
+//! waits for the next epoch ([`commit_tid`] returns `None`).
 //!
 //! The TID proper is the word with the four status bits cleared, so TIDs
 //! order first by epoch, then by sequence. `unlinked` marks a record that has
@@ -24,7 +30,9 @@ pub(crate) const UNLINKED_BIT: u64 = 1 << 3;
 /// All status bits.
 pub(crate) const STATUS_MASK: u64 = 0xF;
 
-const EPOCH_SHIFT: u32 = 32;
+const EPOCH_SHIFT: u32 = 24;
+/// Epochs must stay below this to fit the TID word.
+pub(crate) const EPOCH_LIMIT: u64 = 1 << (64 - EPOCH_SHIFT);
 const SEQUENCE_UNIT: u64 = 1 << 4;
 const SEQUENCE_MASK: u64 = ((1u64 << EPOCH_SHIFT) - 1) & !STATUS_MASK;
 
@@ -39,7 +47,7 @@ impl Tid {
     /// The smallest TID of `epoch`.
     #[inline]
     pub fn first_of_epoch(epoch: u64) -> Tid {
-        assert!(epoch < (1 << 32), "epoch {epoch} overflows the TID word");
+        assert!(epoch < EPOCH_LIMIT, "epoch {epoch} overflows the TID word");
         Tid(epoch << EPOCH_SHIFT)
     }
 
@@ -59,6 +67,12 @@ impl Tid {
     #[inline]
     pub fn epoch(self) -> u64 {
         self.0 >> EPOCH_SHIFT
+    }
+
+    /// The sequence number within the epoch.
+    #[inline]
+    pub fn sequence(self) -> u64 {
+        (self.0 & SEQUENCE_MASK) / SEQUENCE_UNIT
     }
 
     /// The next TID in the same epoch, or `None` when the epoch's sequence

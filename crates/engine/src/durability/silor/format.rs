@@ -31,7 +31,8 @@ use epochdb_storage::{blocks, encode_block, seal_block, Block, FrameError, BLOCK
 
 /// The version of every format below. A directory written with another
 /// version is refused at open.
-pub(crate) const FORMAT_VERSION: u16 = 1;
+/// Version 2: TIDs carry a 40-bit epoch (tid.rs); version 1 had 32 bits.
+pub(crate) const FORMAT_VERSION: u16 = 2;
 
 /// Magic of log files (`data.log`, `old_data.<e>`): "eLOG".
 pub(crate) const LOG_MAGIC: u32 = u32::from_le_bytes(*b"eLOG");

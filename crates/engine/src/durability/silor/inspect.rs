@@ -716,9 +716,7 @@ fn count(n: u64, one: &str, many: &str) -> String {
 /// A TID as `0x…` with its epoch and sequence number.
 fn tid_text(raw: u64) -> String {
     let tid = Tid::from_raw(raw);
-    // tid.rs: the sequence sits in the low 32 bits, above the status bits.
-    let sequence = (raw & 0xFFFF_FFFF) >> STATUS_MASK.count_ones();
-    format!("{raw:#018x} (epoch {}, seq {sequence})", tid.epoch())
+    format!("{raw:#018x} (epoch {}, seq {})", tid.epoch(), tid.sequence())
 }
 
 /// Per-format decoding state across the blocks of one file.
@@ -1195,14 +1193,14 @@ mod tests {
         assert!(out.starts_with("/db/old_data.6: log file,"), "{out}");
         assert!(
             out.contains(&format!(
-                "{:>10} {first:>10}    1     1  log epoch 5: 2 entries, 3 writes",
+                "{:>10} {first:>10}    2     1  log epoch 5: 2 entries, 3 writes",
                 0
             )),
             "{out}"
         );
         assert!(out.contains("log epoch 6: 1 entry, 1 write"), "{out}");
         assert!(
-            out.contains("tid 0x0000000500000010 (epoch 5, seq 1): 2 writes"),
+            out.contains("tid 0x0000000005000010 (epoch 5, seq 1): 2 writes"),
             "{out}"
         );
         assert!(
@@ -1430,8 +1428,8 @@ mod tests {
         catalog.extend(encode_catalog_table(0, "accounts"));
         catalog.extend(encode_catalog_table(1, "history"));
         let (summary, out) = inspect("catalog", &catalog, false);
-        assert_eq!(summary.detail, "format 1, 2 tables");
-        assert!(out.contains("catalog header: format version 1"), "{out}");
+        assert_eq!(summary.detail, "format 2, 2 tables");
+        assert!(out.contains("catalog header: format version 2"), "{out}");
         assert!(out.contains("table 1 \"history\""), "{out}");
         assert_eq!(summary.damage, None);
 
@@ -1469,7 +1467,7 @@ mod tests {
         );
         assert!(out.contains("checkpoint table 2: 2 records"), "{out}");
         assert!(
-            out.contains("key 61 (1 bytes) tid 0x0000000400000010 (epoch 4, seq 1) value 5 bytes"),
+            out.contains("key 61 (1 bytes) tid 0x0000000004000010 (epoch 4, seq 1) value 5 bytes"),
             "{out}"
         );
 
