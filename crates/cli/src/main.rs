@@ -1,5 +1,5 @@
 //! `epochdb`: benchmarks that reproduce the papers' experiments, crash
-//! tests, recovery and file inspection (and, as it lands, the server). See
+//! tests, recovery and file inspection, and the Redis-protocol server. See
 //! `epochdb --help`.
 
 #[cfg(feature = "mimalloc")]
@@ -10,6 +10,7 @@ mod bench;
 mod crashtest;
 mod inspect;
 mod recover;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +40,9 @@ enum Command {
     /// Print any epochdb file in human-readable form, or summarize every
     /// file of a directory; exits non-zero if one is corrupt.
     Inspect(inspect::InspectArgs),
+    /// Serve the database over the Redis protocol (RESP2): redis-cli,
+    /// redis-benchmark and Redis client libraries work unchanged.
+    Serve(serve::ServeArgs),
 }
 
 fn main() {
@@ -49,6 +53,7 @@ fn main() {
         Command::CrashtestChild(args) => crashtest::child(args),
         Command::Recover(args) => recover::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     if let Err(error) = result {
         eprintln!("epochdb: error: {error}");
