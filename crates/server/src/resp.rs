@@ -485,7 +485,7 @@ mod tests {
         let mut buf = BytesMut::from(&b"*1\r\n$536870912\r\nabc"[..]);
         assert_eq!(parser.next(&mut buf, &BIG).unwrap(), None);
         assert!(buf.capacity() < 4096, "capacity {}", buf.capacity());
-        assert_eq!(parser.needed_bytes, 17 + 536870912 + 2);
+        assert_eq!(parser.needed_bytes, 16 + 536870912 + 2);
     }
 
     #[test]

@@ -716,7 +716,11 @@ fn count(n: u64, one: &str, many: &str) -> String {
 /// A TID as `0x…` with its epoch and sequence number.
 fn tid_text(raw: u64) -> String {
     let tid = Tid::from_raw(raw);
-    format!("{raw:#018x} (epoch {}, seq {})", tid.epoch(), tid.sequence())
+    format!(
+        "{raw:#018x} (epoch {}, seq {})",
+        tid.epoch(),
+        tid.sequence()
+    )
 }
 
 /// Per-format decoding state across the blocks of one file.
