@@ -68,7 +68,8 @@ pub(crate) fn hello(state: &State, client: &mut Client, args: &[Bytes], out: &mu
             .ok()
             .and_then(|v| v.parse::<i64>().ok())
         {
-            Some(2) => {}
+            Some(2) => client.resp3 = false,
+            Some(3) => client.resp3 = true,
             Some(_) => {
                 out.error("NOPROTO sorry, this protocol version is not supported.");
                 return;
@@ -112,15 +113,15 @@ pub(crate) fn hello(state: &State, client: &mut Client, args: &[Bytes], out: &mu
     if name.is_some() {
         client.name = name;
     }
-    out.array(14);
-    for (key, value) in [("server", "redis"), ("version", "7.0.15"), ("proto", "2")] {
-        out.bulk(key.as_bytes());
-        if key == "proto" {
-            out.int(2);
-        } else {
-            out.bulk(value.as_bytes());
-        }
-    }
+    let proto = if client.resp3 { 3 } else { 2 };
+    out.set_resp3(client.resp3);
+    out.map(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(b"7.0.15");
+    out.bulk(b"proto");
+    out.int(proto);
     out.bulk(b"id");
     out.int(client.id as i64);
     out.bulk(b"mode");
@@ -206,7 +207,7 @@ pub(crate) fn command(args: &[Bytes], out: &mut Out<'_>) {
         }
         // Documentation maps are optional for clients (redis-cli falls back
         // to its built-in hints): an empty map.
-        Some(b"DOCS") => out.array(0),
+        Some(b"DOCS") => out.map(0),
         Some(_) => out.error(&format!(
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
             String::from_utf8_lossy(&args[1])
@@ -229,7 +230,7 @@ pub(crate) fn config(state: &State, args: &[Bytes], out: &mut Out<'_>) {
                     pairs.push((*name, settings.get(name).unwrap_or_default()));
                 }
             }
-            out.array(pairs.len() * 2);
+            out.map(pairs.len());
             for (name, value) in pairs {
                 out.bulk(name.as_bytes());
                 out.bulk(value.as_bytes());

@@ -53,6 +53,8 @@ pub(crate) struct Client {
     pub(crate) peer: SocketAddr,
     /// Whether AUTH succeeded (or no password is set).
     pub(crate) authenticated: bool,
+    /// Whether the client switched to RESP3 with `HELLO 3`.
+    pub(crate) resp3: bool,
     /// Commands queued by MULTI, if in one.
     multi: Option<Vec<(Cmd, Args)>>,
     /// A command failed to queue: EXEC must abort.
@@ -80,6 +82,7 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
         name: None,
         peer,
         authenticated: state.settings.read().requirepass.is_none(),
+        resp3: false,
         multi: None,
         multi_dirty: false,
         watched: Vec::new(),
@@ -114,7 +117,7 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
                 Ok(None) => break,
                 Err(e) => {
                     state.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                    Out(&mut batch).error(&e.0);
+                    Out::new(&mut batch, client.resp3).error(&e.0);
                     break 'connection;
                 }
             };
@@ -241,7 +244,9 @@ async fn write_replies(
                     };
                     match outcome {
                         Ok(()) => out.extend_from_slice(&item.bytes),
-                        Err(e) => Out(&mut out).error(&format!("ERR commit not durable: {e}")),
+                        Err(e) => {
+                            Out::new(&mut out, false).error(&format!("ERR commit not durable: {e}"))
+                        }
                     }
                 }
             }
@@ -284,22 +289,23 @@ async fn execute(
     sender: &mpsc::UnboundedSender<Outgoing>,
     queued_bytes: &AtomicUsize,
 ) -> Next {
+    let resp3 = client.resp3;
     let Some(spec) = command::lookup(&args[0]) else {
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        Out(batch).error(&unknown_command(&args));
+        Out::new(batch, resp3).error(&unknown_command(&args));
         return Next::Continue;
     };
     if !client.authenticated && !spec.flags.contains(&"no_auth") {
-        Out(batch).error("NOAUTH Authentication required.");
+        Out::new(batch, resp3).error("NOAUTH Authentication required.");
         return Next::Continue;
     }
     if !spec.arity_ok(args.len()) {
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        Out(batch).error(&wrong_arity(spec.name));
+        Out::new(batch, resp3).error(&wrong_arity(spec.name));
         return Next::Continue;
     }
     if let Some(queue) = client.multi.as_mut() {
@@ -309,10 +315,10 @@ async fn execute(
         ) {
             if spec.is_queueable() {
                 queue.push((spec.cmd, args));
-                Out(batch).simple("QUEUED");
+                Out::new(batch, resp3).simple("QUEUED");
             } else {
                 client.multi_dirty = true;
-                Out(batch).error(&format!(
+                Out::new(batch, resp3).error(&format!(
                     "ERR Command '{}' is not allowed inside MULTI on epochdb",
                     spec.name
                 ));
@@ -320,7 +326,7 @@ async fn execute(
             return Next::Continue;
         }
     }
-    let mut out = Out(batch);
+    let mut out = Out::new(batch, resp3);
     match spec.cmd {
         Cmd::Multi => {
             if client.multi.is_some() {
@@ -351,6 +357,7 @@ async fn execute(
             }
             run_exec(
                 state,
+                resp3,
                 &queue,
                 &watched,
                 batch,
@@ -391,10 +398,10 @@ async fn execute(
             let reply_at = batch.len();
             match flush_all(state, scratch) {
                 Ok(ticket) => {
-                    Out(batch).ok();
-                    reply(state, ticket, batch, reply_at, sender, queued_bytes);
+                    Out::new(batch, resp3).ok();
+                    reply(state, resp3, ticket, batch, reply_at, sender, queued_bytes);
                 }
-                Err(e) => Out(batch).error(&e),
+                Err(e) => Out::new(batch, resp3).error(&e),
             }
         }
         Cmd::Ping => match args.get(1) {
@@ -416,6 +423,7 @@ async fn execute(
             client.watched.clear();
             client.name = None;
             client.authenticated = state.settings.read().requirepass.is_none();
+            client.resp3 = false;
             out.simple("RESET");
         }
         Cmd::Auth => admin::auth(state, client, &args, &mut out),
@@ -428,8 +436,8 @@ async fn execute(
         Cmd::Save => {
             let reply = admin::save(state).await;
             match reply {
-                Ok(()) => Out(batch).ok(),
-                Err(e) => Out(batch).error(&e),
+                Ok(()) => Out::new(batch, resp3).ok(),
+                Err(e) => Out::new(batch, resp3).error(&e),
             }
         }
         Cmd::BgSave => match admin::bgsave(state) {
@@ -463,18 +471,26 @@ async fn execute(
                         now_ms,
                         scratch: &mut *scratch,
                     };
-                    data::execute(data_cmd, &args, tx, &mut cx, &mut Out(&mut *batch))
+                    data::execute(
+                        data_cmd,
+                        &args,
+                        tx,
+                        &mut cx,
+                        &mut Out::new(&mut *batch, resp3),
+                    )
                 })
             });
             match outcome {
-                Ok(Ok(((), ticket))) => reply(state, ticket, batch, reply_at, sender, queued_bytes),
+                Ok(Ok(((), ticket))) => {
+                    reply(state, resp3, ticket, batch, reply_at, sender, queued_bytes)
+                }
                 Ok(Err(e)) => {
                     batch.truncate(reply_at);
-                    Out(batch).error(&tx_error(&e));
+                    Out::new(batch, resp3).error(&tx_error(&e));
                 }
                 Err(e) => {
                     batch.truncate(reply_at);
-                    Out(batch).error(&format!("ERR {e}"));
+                    Out::new(batch, resp3).error(&format!("ERR {e}"));
                 }
             }
         }
@@ -486,6 +502,7 @@ async fn execute(
 /// now, or hands it to the writer to hold until `ticket` is durable.
 fn reply(
     state: &State,
+    resp3: bool,
     ticket: Ticket,
     batch: &mut Vec<u8>,
     reply_at: usize,
@@ -511,7 +528,7 @@ fn reply(
         }
         Err(e) => {
             batch.truncate(reply_at);
-            Out(batch).error(&format!("ERR commit not durable: {e}"));
+            Out::new(batch, resp3).error(&format!("ERR commit not durable: {e}"));
         }
     }
 }
@@ -521,6 +538,7 @@ fn reply(
 /// change before commit aborts and retries the whole body).
 fn run_exec(
     state: &Arc<State>,
+    resp3: bool,
     queue: &[(Cmd, Args)],
     watched: &[(Bytes, Option<Tid>)],
     batch: &mut Vec<u8>,
@@ -536,11 +554,11 @@ fn run_exec(
             batch.truncate(reply_at);
             for (key, version) in watched {
                 if tx.version(table, key)? != *version {
-                    Out(&mut *batch).nil_array();
+                    Out::new(&mut *batch, resp3).nil_array();
                     return Ok(());
                 }
             }
-            let mut out = Out(&mut *batch);
+            let mut out = Out::new(&mut *batch, resp3);
             out.array(queue.len());
             let mut cx = TxContext {
                 table,
@@ -561,14 +579,14 @@ fn run_exec(
         })
     });
     match outcome {
-        Ok(Ok(((), ticket))) => reply(state, ticket, batch, reply_at, sender, queued_bytes),
+        Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, sender, queued_bytes),
         Ok(Err(e)) => {
             batch.truncate(reply_at);
-            Out(batch).error(&tx_error(&e));
+            Out::new(batch, resp3).error(&tx_error(&e));
         }
         Err(e) => {
             batch.truncate(reply_at);
-            Out(batch).error(&format!("ERR {e}"));
+            Out::new(batch, resp3).error(&format!("ERR {e}"));
         }
     }
 }

@@ -349,50 +349,67 @@ pub fn split_inline(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     Some(args)
 }
 
-/// Appends RESP2 replies to an output buffer.
+/// Appends replies to an output buffer, in RESP2 or (after `HELLO 3`)
+/// RESP3 — they differ, for the commands epochdb has, only in nulls and
+/// maps.
 #[derive(Debug)]
-pub struct Out<'a>(pub &'a mut Vec<u8>);
+pub struct Out<'a> {
+    buf: &'a mut Vec<u8>,
+    resp3: bool,
+}
+
+impl<'a> Out<'a> {
+    /// Writes to `buf`, in RESP3 if `resp3`.
+    pub fn new(buf: &'a mut Vec<u8>, resp3: bool) -> Self {
+        Out { buf, resp3 }
+    }
+
+    /// Switches the protocol for what is written next (`HELLO`).
+    pub fn set_resp3(&mut self, resp3: bool) {
+        self.resp3 = resp3;
+    }
+}
 
 impl Out<'_> {
     /// `+OK`
     pub fn ok(&mut self) {
-        self.0.extend_from_slice(b"+OK\r\n");
+        self.buf.extend_from_slice(b"+OK\r\n");
     }
 
     /// A simple string, `+text`. `text` must not contain CR or LF.
     pub fn simple(&mut self, text: &str) {
         debug_assert!(!text.contains(['\r', '\n']));
-        self.0.push(b'+');
-        self.0.extend_from_slice(text.as_bytes());
-        self.0.extend_from_slice(b"\r\n");
+        self.buf.push(b'+');
+        self.buf.extend_from_slice(text.as_bytes());
+        self.buf.extend_from_slice(b"\r\n");
     }
 
     /// An error, `-TEXT`. Line breaks in `text` become spaces.
     pub fn error(&mut self, text: &str) {
-        self.0.push(b'-');
-        self.0.extend(
+        self.buf.push(b'-');
+        self.buf.extend(
             text.bytes()
                 .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
         );
-        self.0.extend_from_slice(b"\r\n");
+        self.buf.extend_from_slice(b"\r\n");
     }
 
     /// An integer, `:n`.
     pub fn int(&mut self, n: i64) {
-        self.0.push(b':');
-        self.0
+        self.buf.push(b':');
+        self.buf
             .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-        self.0.extend_from_slice(b"\r\n");
+        self.buf.extend_from_slice(b"\r\n");
     }
 
     /// A bulk string, `$len\r\nbytes\r\n`.
     pub fn bulk(&mut self, bytes: &[u8]) {
-        self.0.push(b'$');
-        self.0
+        self.buf.push(b'$');
+        self.buf
             .extend_from_slice(itoa::Buffer::new().format(bytes.len()).as_bytes());
-        self.0.extend_from_slice(b"\r\n");
-        self.0.extend_from_slice(bytes);
-        self.0.extend_from_slice(b"\r\n");
+        self.buf.extend_from_slice(b"\r\n");
+        self.buf.extend_from_slice(bytes);
+        self.buf.extend_from_slice(b"\r\n");
     }
 
     /// A bulk string or the null bulk string (`$-1`).
@@ -403,22 +420,38 @@ impl Out<'_> {
         }
     }
 
-    /// The null bulk string, `$-1`.
+    /// The null bulk string: `$-1` (RESP2), `_` (RESP3).
     pub fn nil(&mut self) {
-        self.0.extend_from_slice(b"$-1\r\n");
+        self.buf
+            .extend_from_slice(if self.resp3 { b"_\r\n" } else { b"$-1\r\n" });
     }
 
-    /// The null array, `*-1` (EXEC after a failed WATCH).
+    /// The null array (EXEC after a failed WATCH): `*-1` (RESP2), `_`
+    /// (RESP3).
     pub fn nil_array(&mut self) {
-        self.0.extend_from_slice(b"*-1\r\n");
+        self.buf
+            .extend_from_slice(if self.resp3 { b"_\r\n" } else { b"*-1\r\n" });
+    }
+
+    /// A map header of `len` pairs: `%len` (RESP3), or an array of `2·len`
+    /// elements (RESP2); the caller writes the keys and values next.
+    pub fn map(&mut self, len: usize) {
+        if self.resp3 {
+            self.buf.push(b'%');
+            self.buf
+                .extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.array(2 * len);
+        }
     }
 
     /// An array header, `*len`; the caller writes `len` elements next.
     pub fn array(&mut self, len: usize) {
-        self.0.push(b'*');
-        self.0
+        self.buf.push(b'*');
+        self.buf
             .extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
-        self.0.extend_from_slice(b"\r\n");
+        self.buf.extend_from_slice(b"\r\n");
     }
 }
 
@@ -537,7 +570,7 @@ mod tests {
         #[test]
         fn round_trips_encoded_requests(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..8)) {
             let mut wire = Vec::new();
-            let mut out = Out(&mut wire);
+            let mut out = Out::new(&mut wire, false);
             out.array(args.len());
             for a in &args {
                 out.bulk(a);

@@ -135,7 +135,10 @@ impl Client {
         let mut rest = Vec::new();
         match self.reader.read_to_end(&mut rest) {
             Ok(_) => true,
-            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
         }
     }
 }
