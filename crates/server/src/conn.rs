@@ -43,6 +43,22 @@ struct Outgoing {
     durable: Option<oneshot::Receiver<Result<(), DurabilityError>>>,
 }
 
+/// Where a connection's replies go: the writer's queue and its byte count.
+struct Replies<'a> {
+    sender: &'a mpsc::UnboundedSender<Outgoing>,
+    queued_bytes: &'a AtomicUsize,
+}
+
+impl Replies<'_> {
+    fn send(
+        &self,
+        bytes: Vec<u8>,
+        durable: Option<oneshot::Receiver<Result<(), DurabilityError>>>,
+    ) {
+        send(self.sender, self.queued_bytes, bytes, durable);
+    }
+}
+
 /// Per-connection state.
 pub(crate) struct Client {
     /// CLIENT ID.
@@ -125,16 +141,11 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
                 .stats
                 .commands_processed
                 .fetch_add(1, Ordering::Relaxed);
-            let next = execute(
-                state,
-                &mut client,
-                args,
-                &mut batch,
-                &mut scratch,
-                &sender,
-                &queued_bytes,
-            )
-            .await;
+            let replies = Replies {
+                sender: &sender,
+                queued_bytes: &queued_bytes,
+            };
+            let next = execute(state, &mut client, args, &mut batch, &mut scratch, &replies).await;
             if batch.len() >= BATCH_BYTES {
                 send(&sender, &queued_bytes, std::mem::take(&mut batch), None);
             }
@@ -286,8 +297,7 @@ async fn execute(
     args: Args,
     batch: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
-    sender: &mpsc::UnboundedSender<Outgoing>,
-    queued_bytes: &AtomicUsize,
+    replies: &Replies<'_>,
 ) -> Next {
     let resp3 = client.resp3;
     let Some(spec) = command::lookup(&args[0]) else {
@@ -355,16 +365,7 @@ async fn execute(
                 out.error("EXECABORT Transaction discarded because of previous errors.");
                 return Next::Continue;
             }
-            run_exec(
-                state,
-                resp3,
-                &queue,
-                &watched,
-                batch,
-                scratch,
-                sender,
-                queued_bytes,
-            );
+            run_exec(state, resp3, &queue, &watched, batch, scratch, replies);
         }
         Cmd::Watch => {
             if client.multi.is_some() {
@@ -399,7 +400,7 @@ async fn execute(
             match flush_all(state, scratch) {
                 Ok(ticket) => {
                     Out::new(batch, resp3).ok();
-                    reply(state, resp3, ticket, batch, reply_at, sender, queued_bytes);
+                    reply(state, resp3, ticket, batch, reply_at, replies);
                 }
                 Err(e) => Out::new(batch, resp3).error(&e),
             }
@@ -481,9 +482,7 @@ async fn execute(
                 })
             });
             match outcome {
-                Ok(Ok(((), ticket))) => {
-                    reply(state, resp3, ticket, batch, reply_at, sender, queued_bytes)
-                }
+                Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, replies),
                 Ok(Err(e)) => {
                     batch.truncate(reply_at);
                     Out::new(batch, resp3).error(&tx_error(&e));
@@ -506,8 +505,7 @@ fn reply(
     ticket: Ticket,
     batch: &mut Vec<u8>,
     reply_at: usize,
-    sender: &mpsc::UnboundedSender<Outgoing>,
-    queued_bytes: &AtomicUsize,
+    replies: &Replies<'_>,
 ) {
     if state.settings.read().ack == Ack::Memory {
         return;
@@ -518,13 +516,13 @@ fn reply(
             state.stats.durable_acks.fetch_add(1, Ordering::Relaxed);
             let held = batch.split_off(reply_at);
             if !batch.is_empty() {
-                send(sender, queued_bytes, std::mem::take(batch), None);
+                replies.send(std::mem::take(batch), None);
             }
             let (done, durable) = oneshot::channel();
             ticket.on_durable(move |outcome| {
                 let _ = done.send(outcome);
             });
-            send(sender, queued_bytes, held, Some(durable));
+            replies.send(held, Some(durable));
         }
         Err(e) => {
             batch.truncate(reply_at);
@@ -543,8 +541,7 @@ fn run_exec(
     watched: &[(Bytes, Option<Tid>)],
     batch: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
-    sender: &mpsc::UnboundedSender<Outgoing>,
-    queued_bytes: &AtomicUsize,
+    replies: &Replies<'_>,
 ) {
     let reply_at = batch.len();
     let table = state.table;
@@ -579,7 +576,7 @@ fn run_exec(
         })
     });
     match outcome {
-        Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, sender, queued_bytes),
+        Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, replies),
         Ok(Err(e)) => {
             batch.truncate(reply_at);
             Out::new(batch, resp3).error(&tx_error(&e));
