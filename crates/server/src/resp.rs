@@ -455,6 +455,48 @@ impl Out<'_> {
     }
 }
 
+/// Feeds `data` to a parser the way a hostile client could: the first byte
+/// picks the read size, the rest arrives in reads of that size; parsed
+/// requests are drained as they come. Runs once with the unauthenticated
+/// limits and once with the authenticated ones. For the fuzzer
+/// (`crates/server/fuzz`) and the corpus replay test; panics only on a
+/// broken invariant (the buffer must never hold more than what arrived,
+/// plus one read's worth of spare capacity at most doubling).
+pub fn exercise_parser(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let chunk = usize::from(first).max(1);
+    for limits in [Limits::UNAUTHENTICATED, Limits::authenticated(512 << 20)] {
+        let mut parser = Parser::default();
+        let mut buf = BytesMut::new();
+        let mut arrived = 0usize;
+        'reads: for piece in rest.chunks(chunk) {
+            buf.extend_from_slice(piece);
+            arrived += piece.len();
+            loop {
+                match parser.next(&mut buf, &limits) {
+                    Ok(Some(args)) => {
+                        assert!(!args.is_empty());
+                        let total: usize = args.iter().map(Bytes::len).sum();
+                        assert!(total <= arrived, "arguments longer than the input");
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        assert!(e.0.starts_with("ERR Protocol error: "));
+                        break 'reads;
+                    }
+                }
+            }
+            assert!(
+                buf.capacity() <= 2 * arrived + 64,
+                "buffer capacity {} for {arrived} bytes arrived",
+                buf.capacity()
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
