@@ -1,63 +1,38 @@
-//! One client connection: a reader that parses and executes the pipeline,
-//! and a writer that sends replies in request order.
+//! One client connection: parses and executes the pipeline and sends the
+//! replies in request order.
 //!
-//! The reader never waits for durability. Each command runs as an engine
-//! transaction on the thread's worker; its reply, if the commit is not yet
-//! durable, goes to the writer with a receiver that the durability mode's
-//! ticket callback completes (ELEDA-style latency hiding, §3.3). The writer
-//! holds a reply until it and every reply before it may go out, so
-//! thousands of connections' commits wait on one group commit and no thread
-//! blocks per request.
+//! The connection never blocks on durability. Each command runs as an
+//! engine transaction on the thread's worker; its reply, if the commit is
+//! not yet durable, is held in the connection's [`Output`] with a receiver
+//! that the durability mode's ticket callback completes (ELEDA-style
+//! latency hiding, §3.3), while the connection goes on reading and
+//! executing. A reply goes out once it and every reply before it may, so
+//! thousands of connections' commits wait on one group commit and no
+//! thread blocks per request.
 
 use std::net::SocketAddr;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use epochdb_engine::{DurabilityError, Ticket, Tid, TxError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::command::{self, Cmd};
 use crate::config::Ack;
 use crate::data::{self, wrong_arity, TxContext};
+use crate::output::Output;
 use crate::resp::{parse_i64, Args, Limits, Out, Parser};
 use crate::server::State;
 use crate::{admin, engine_thread, value};
 
 /// Bytes the reader asks the socket for at a time.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
-/// What a queued reply costs besides its bytes, for the output limit.
-const REPLY_OVERHEAD_BYTES: usize = 64;
-/// A batch of ready replies is handed to the writer once it is this big.
+/// Replies accumulate in the batch up to this size before they are queued.
 const BATCH_BYTES: usize = 64 * 1024;
-
-/// A reply (or a run of replies) on its way to the writer.
-struct Outgoing {
-    bytes: Vec<u8>,
-    /// Completed when the commit behind the reply is durable.
-    durable: Option<oneshot::Receiver<Result<(), DurabilityError>>>,
-}
-
-/// Where a connection's replies go: the writer's queue and its byte count.
-struct Replies<'a> {
-    sender: &'a mpsc::UnboundedSender<Outgoing>,
-    queued_bytes: &'a AtomicUsize,
-}
-
-impl Replies<'_> {
-    fn send(
-        &self,
-        bytes: Vec<u8>,
-        durable: Option<oneshot::Receiver<Result<(), DurabilityError>>>,
-    ) {
-        send(self.sender, self.queued_bytes, bytes, durable);
-    }
-}
 
 /// Per-connection state.
 pub(crate) struct Client {
@@ -87,12 +62,28 @@ enum Next {
     Close,
 }
 
+/// Why a connection ends.
+#[derive(PartialEq, Eq, Debug)]
+enum End {
+    /// The client hung up, quit, or the server is stopping: send what is
+    /// queued (for a while), then close.
+    Graceful,
+    /// The client broke the protocol: send the error, then close.
+    ProtocolError,
+    /// The client reads nothing and its replies passed the limit: close now.
+    OutputOverflow,
+    /// The socket failed: close now.
+    Broken,
+}
+
 /// Serves one client until it leaves, misbehaves or the server stops.
+///
+/// One task does everything for the connection: it reads and executes what
+/// has arrived, writes ready replies straight to the socket (no hand-off to
+/// another task on the common path), and waits on whichever comes first —
+/// more input, room in the socket, the durability of the oldest held
+/// reply, a timeout or shutdown.
 pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer: SocketAddr) {
-    let (mut reader, writer) = stream.into_split();
-    let queued_bytes = Arc::new(AtomicUsize::new(0));
-    let (sender, receiver) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_replies(writer, receiver, queued_bytes.clone()));
     let mut client = Client {
         id: state.next_client_id.fetch_add(1, Ordering::Relaxed),
         name: None,
@@ -107,186 +98,198 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
     let mut parser = Parser::default();
     let mut batch = Vec::new();
     let mut scratch = Vec::new();
-    let mut output_overflow = false;
-    'connection: loop {
-        let (limits, wait) = {
-            let s = state.settings.read();
+    let mut output = Output::default();
+    let shutdown = state.shutdown.notified();
+    tokio::pin!(shutdown);
+    let mut input_open = true;
+    let mut shutting_down = false;
+    let mut stalled_since: Option<Instant> = None;
+    let end = 'connection: loop {
+        if input_open && state.stopping.load(Ordering::Relaxed) {
+            // Shutdown began before this connection listened for it.
+            shutting_down = true;
+            input_open = false;
+        }
+        if input_open {
             let limits = if client.authenticated {
-                Limits::authenticated(s.proto_max_bulk_len)
+                Limits::authenticated(state.settings.read().proto_max_bulk_len)
             } else {
                 Limits::UNAUTHENTICATED
             };
-            // A half-sent request may stall at most `request_timeout`; an
-            // idle client `timeout` (zero: forever).
-            let wait = if !buf.is_empty() {
-                Some(s.request_timeout)
-            } else if !s.timeout.is_zero() {
-                Some(s.timeout)
-            } else {
-                None
-            };
-            (limits, wait)
-        };
-        loop {
-            let args = match parser.next(&mut buf, &limits) {
-                Ok(Some(args)) => args,
-                Ok(None) => break,
-                Err(e) => {
-                    state.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                    Out::new(&mut batch, client.resp3).error(&e.0);
-                    break 'connection;
+            loop {
+                let args = match parser.next(&mut buf, &limits) {
+                    Ok(Some(args)) => args,
+                    Ok(None) => break,
+                    Err(e) => {
+                        state.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                        Out::new(&mut batch, client.resp3).error(&e.0);
+                        output.push_ready(&batch);
+                        break 'connection End::ProtocolError;
+                    }
+                };
+                state
+                    .stats
+                    .commands_processed
+                    .fetch_add(1, Ordering::Relaxed);
+                let next = execute(
+                    state,
+                    &mut client,
+                    args,
+                    &mut batch,
+                    &mut scratch,
+                    &mut output,
+                )
+                .await;
+                if batch.len() >= BATCH_BYTES || next == Next::Close {
+                    output.push_ready(&batch);
+                    batch.clear();
                 }
-            };
-            state
-                .stats
-                .commands_processed
-                .fetch_add(1, Ordering::Relaxed);
-            let replies = Replies {
-                sender: &sender,
-                queued_bytes: &queued_bytes,
-            };
-            let next = execute(state, &mut client, args, &mut batch, &mut scratch, &replies).await;
-            if batch.len() >= BATCH_BYTES {
-                send(&sender, &queued_bytes, std::mem::take(&mut batch), None);
-            }
-            if next == Next::Close {
-                break 'connection;
-            }
-            if queued_bytes.load(Ordering::Relaxed)
-                > state.settings.read().client_output_buffer_limit
-            {
-                output_overflow = true;
-                break 'connection;
-            }
-        }
-        if !batch.is_empty() {
-            send(&sender, &queued_bytes, std::mem::take(&mut batch), None);
-        }
-        if queued_bytes.load(Ordering::Relaxed) > state.settings.read().client_output_buffer_limit {
-            output_overflow = true;
-            break;
-        }
-        buf.reserve(READ_CHUNK_BYTES);
-        let shutdown = state.shutdown.notified();
-        if state.stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        let read = async {
-            match wait {
-                Some(limit) => tokio::time::timeout(limit, reader.read_buf(&mut buf))
-                    .await
-                    .ok(),
-                None => Some(reader.read_buf(&mut buf).await),
-            }
-        };
-        tokio::select! {
-            _ = shutdown => break,
-            outcome = read => match outcome {
-                None => {
-                    state.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                if next == Next::Close {
+                    input_open = false;
                     break;
                 }
-                Some(Ok(0)) | Some(Err(_)) => break,
-                Some(Ok(_)) => {}
-            },
+            }
+            output.push_ready(&batch);
+            batch.clear();
         }
-    }
-    if output_overflow {
-        // The client reads nothing: drop its replies and the socket now.
-        state
-            .stats
-            .output_limit_disconnects
-            .fetch_add(1, Ordering::Relaxed);
-        writer.abort();
-        return;
-    }
-    if !batch.is_empty() {
-        send(&sender, &queued_bytes, std::mem::take(&mut batch), None);
-    }
-    drop(sender);
-    // Let the writer deliver what is queued, but not forever.
-    let _ = tokio::time::timeout(Duration::from_secs(10), writer).await;
-}
-
-fn send(
-    sender: &mpsc::UnboundedSender<Outgoing>,
-    queued_bytes: &AtomicUsize,
-    bytes: Vec<u8>,
-    durable: Option<oneshot::Receiver<Result<(), DurabilityError>>>,
-) {
-    queued_bytes.fetch_add(bytes.len() + REPLY_OVERHEAD_BYTES, Ordering::Relaxed);
-    let _ = sender.send(Outgoing { bytes, durable });
-}
-
-/// Writes replies in order, holding each until its commit is durable.
-async fn write_replies(
-    mut socket: OwnedWriteHalf,
-    mut receiver: mpsc::UnboundedReceiver<Outgoing>,
-    queued_bytes: Arc<AtomicUsize>,
-) {
-    let mut out: Vec<u8> = Vec::with_capacity(BATCH_BYTES);
-    let mut accounted = 0usize;
-    while let Some(first) = receiver.recv().await {
-        let mut next = Some(first);
-        while let Some(item) = next.take() {
-            accounted += item.bytes.len() + REPLY_OVERHEAD_BYTES;
-            match item.durable {
-                None => out.extend_from_slice(&item.bytes),
-                Some(mut durable) => {
-                    let outcome = match durable.try_recv() {
-                        Ok(outcome) => outcome,
-                        Err(oneshot::error::TryRecvError::Empty) => {
-                            // Send what is ready before waiting.
-                            if flush(&mut socket, &mut out, &queued_bytes, &mut accounted)
-                                .await
-                                .is_err()
-                            {
-                                return;
-                            }
-                            durable.await.unwrap_or_else(|_| {
-                                Err(DurabilityError::Stopped(
-                                    "the durability mode stopped".into(),
-                                ))
-                            })
+        output.release();
+        // Write what is ready now, without waiting.
+        while !output.unwritten().is_empty() {
+            match stream.try_write(output.unwritten()) {
+                Ok(n) => output.advance(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => break 'connection End::Broken,
+            }
+        }
+        if output.queued_bytes() > state.settings.read().client_output_buffer_limit {
+            break End::OutputOverflow;
+        }
+        if !input_open && output.is_empty() {
+            break End::Graceful;
+        }
+        // How long the next wait may last: a half-sent request at most
+        // `request_timeout` in all; an idle client `timeout` (0: forever).
+        let deadline = {
+            let s = state.settings.read();
+            if !buf.is_empty() && input_open {
+                Some(*stalled_since.get_or_insert_with(Instant::now) + s.request_timeout)
+            } else {
+                stalled_since = None;
+                (!s.timeout.is_zero() && input_open).then(|| Instant::now() + s.timeout)
+            }
+        };
+        let mut signal = output.take_head_signal();
+        let waiting_on_durability = signal.is_some();
+        let has_unwritten = !output.unwritten().is_empty();
+        let mut resolved = None;
+        let mut event = Event::Progress;
+        tokio::select! {
+            _ = &mut shutdown, if !shutting_down => event = Event::Shutdown,
+            outcome = async { signal.as_mut().expect("enabled only with a signal").await }, if waiting_on_durability => {
+                resolved = Some(outcome.unwrap_or_else(|_| Err(DurabilityError::Stopped("the durability mode stopped".into()))));
+            }
+            ready = stream.writable(), if has_unwritten => {
+                if ready.is_err() {
+                    event = Event::Broken;
+                }
+            }
+            ready = stream.readable(), if input_open => {
+                if ready.is_err() {
+                    event = Event::Broken;
+                } else {
+                    buf.reserve(READ_CHUNK_BYTES);
+                    match stream.try_read_buf(&mut buf) {
+                        Ok(0) => input_open = false,
+                        Ok(_) => {
+                            // Progress on a half-sent request resets nothing:
+                            // the whole request gets `request_timeout`.
                         }
-                        Err(oneshot::error::TryRecvError::Closed) => Err(DurabilityError::Stopped(
-                            "the durability mode stopped".into(),
-                        )),
-                    };
-                    match outcome {
-                        Ok(()) => out.extend_from_slice(&item.bytes),
-                        Err(e) => {
-                            Out::new(&mut out, false).error(&format!("ERR commit not durable: {e}"))
-                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(_) => event = Event::Broken,
                     }
                 }
             }
-            if out.len() < BATCH_BYTES {
-                next = receiver.try_recv().ok();
+            _ = sleep_until_deadline(deadline), if deadline.is_some() => event = Event::Timeout,
+        }
+        output.restore_signal(signal, resolved);
+        match event {
+            Event::Progress => {}
+            Event::Shutdown => {
+                shutting_down = true;
+                input_open = false;
+                if output.is_empty() {
+                    break End::Graceful;
+                }
+            }
+            Event::Broken => break End::Broken,
+            Event::Timeout => {
+                state.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                break End::Graceful;
             }
         }
-        if flush(&mut socket, &mut out, &queued_bytes, &mut accounted)
-            .await
-            .is_err()
-        {
-            return;
+    };
+    match end {
+        End::OutputOverflow => {
+            // The client reads nothing: drop its replies and the socket now.
+            state
+                .stats
+                .output_limit_disconnects
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        End::Broken => {}
+        End::Graceful | End::ProtocolError => {
+            // Deliver what is queued (held replies once durable), but not
+            // forever.
+            let _ =
+                tokio::time::timeout(Duration::from_secs(10), drain(&stream, &mut output)).await;
         }
     }
-    let _ = socket.shutdown().await;
 }
 
-async fn flush(
-    socket: &mut OwnedWriteHalf,
-    out: &mut Vec<u8>,
-    queued_bytes: &AtomicUsize,
-    accounted: &mut usize,
-) -> std::io::Result<()> {
-    if !out.is_empty() {
-        socket.write_all(out).await?;
-        out.clear();
+/// What woke the connection.
+enum Event {
+    Progress,
+    Shutdown,
+    Broken,
+    Timeout,
+}
+
+async fn sleep_until_deadline(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
     }
-    queued_bytes.fetch_sub(std::mem::take(accounted), Ordering::Relaxed);
-    Ok(())
+}
+
+/// Writes every queued reply, waiting for held ones to become durable.
+async fn drain(stream: &TcpStream, output: &mut Output) {
+    loop {
+        output.release();
+        if output.is_empty() {
+            return;
+        }
+        if output.unwritten().is_empty() {
+            let signal = output.take_head_signal();
+            let outcome = match signal {
+                Some(signal) => signal.await.unwrap_or_else(|_| {
+                    Err(DurabilityError::Stopped(
+                        "the durability mode stopped".into(),
+                    ))
+                }),
+                None => return,
+            };
+            output.restore_signal(None, Some(outcome));
+            continue;
+        }
+        if stream.writable().await.is_err() {
+            return;
+        }
+        match stream.try_write(output.unwritten()) {
+            Ok(n) => output.advance(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// Executes one request, appending its reply to `batch` (or handing a
@@ -297,7 +300,7 @@ async fn execute(
     args: Args,
     batch: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
-    replies: &Replies<'_>,
+    output: &mut Output,
 ) -> Next {
     let resp3 = client.resp3;
     let Some(spec) = command::lookup(&args[0]) else {
@@ -365,7 +368,7 @@ async fn execute(
                 out.error("EXECABORT Transaction discarded because of previous errors.");
                 return Next::Continue;
             }
-            run_exec(state, resp3, &queue, &watched, batch, scratch, replies);
+            run_exec(state, resp3, &queue, &watched, batch, scratch, output);
         }
         Cmd::Watch => {
             if client.multi.is_some() {
@@ -400,7 +403,7 @@ async fn execute(
             match flush_all(state, scratch) {
                 Ok(ticket) => {
                     Out::new(batch, resp3).ok();
-                    reply(state, resp3, ticket, batch, reply_at, replies);
+                    reply(state, resp3, ticket, batch, reply_at, output);
                 }
                 Err(e) => Out::new(batch, resp3).error(&e),
             }
@@ -482,7 +485,7 @@ async fn execute(
                 })
             });
             match outcome {
-                Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, replies),
+                Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, output),
                 Ok(Err(e)) => {
                     batch.truncate(reply_at);
                     Out::new(batch, resp3).error(&tx_error(&e));
@@ -505,7 +508,7 @@ fn reply(
     ticket: Ticket,
     batch: &mut Vec<u8>,
     reply_at: usize,
-    replies: &Replies<'_>,
+    output: &mut Output,
 ) {
     if state.settings.read().ack == Ack::Memory {
         return;
@@ -515,14 +518,13 @@ fn reply(
         Ok(false) => {
             state.stats.durable_acks.fetch_add(1, Ordering::Relaxed);
             let held = batch.split_off(reply_at);
-            if !batch.is_empty() {
-                replies.send(std::mem::take(batch), None);
-            }
+            output.push_ready(batch);
+            batch.clear();
             let (done, durable) = oneshot::channel();
             ticket.on_durable(move |outcome| {
                 let _ = done.send(outcome);
             });
-            replies.send(held, Some(durable));
+            output.push_durable(held, durable);
         }
         Err(e) => {
             batch.truncate(reply_at);
@@ -541,7 +543,7 @@ fn run_exec(
     watched: &[(Bytes, Option<Tid>)],
     batch: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
-    replies: &Replies<'_>,
+    output: &mut Output,
 ) {
     let reply_at = batch.len();
     let table = state.table;
@@ -576,7 +578,7 @@ fn run_exec(
         })
     });
     match outcome {
-        Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, replies),
+        Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, output),
         Ok(Err(e)) => {
             batch.truncate(reply_at);
             Out::new(batch, resp3).error(&tx_error(&e));

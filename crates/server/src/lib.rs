@@ -23,6 +23,7 @@ mod cursor;
 mod data;
 mod engine_thread;
 mod glob;
+mod output;
 pub mod resp;
 mod server;
 mod value;

@@ -15,6 +15,10 @@ fn every_corpus_input_parses_or_is_refused_without_a_panic() {
         epochdb_server::resp::exercise_parser(&data);
         replayed += 1;
     }
-    assert!(replayed >= 8, "only {replayed} corpus inputs in {}", dir.display());
+    assert!(
+        replayed >= 8,
+        "only {replayed} corpus inputs in {}",
+        dir.display()
+    );
     println!("replayed {replayed} corpus inputs");
 }
