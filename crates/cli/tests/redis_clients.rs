@@ -1,10 +1,10 @@
 //! Why this exists: `epochdb serve` must work with real Redis clients,
 //! unmodified. These tests drive it with redis-py (every command, RESP2 and
-//! RESP3), redis-cli and redis-benchmark, and kill it with SIGKILL under a
+//! RESP3), redis-cli and redis-benchmark, through twemproxy with two shards, and kill it with SIGKILL under a
 //! redis-py ledger of acknowledged writes and MULTI/EXEC transfers
 //! (tests/redis/*.py, tests/redis/cli.sh).
 //!
-//! They need Debian's redis-tools and redis-py (`.ci/run` installs both).
+//! They need Debian's redis-tools and nutcracker, and redis-py (`.ci/run` installs both).
 //! Without them the tests say so and pass, unless
 //! `EPOCHDB_REQUIRE_REDIS_TOOLS=1` (set by `.ci/run`) makes that a failure.
 //! `EPOCHDB_KILL_CYCLES` sets the number of kills (default 5; the issue's
@@ -15,6 +15,14 @@ use std::process::Command;
 
 fn scripts() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/redis")
+}
+
+/// Whether `program --version` runs.
+fn installed(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Whether the client tools are installed; panics if they are required.
@@ -73,6 +81,22 @@ fn redis_cli_and_redis_benchmark_work_unmodified() {
     if tools_available() {
         run("bash", &["cli.sh"]);
     }
+}
+
+#[test]
+fn shards_behind_twemproxy_serve_redis_py_and_redis_benchmark() {
+    if !tools_available() {
+        return;
+    }
+    if !installed("nutcracker") {
+        let missing = "nutcracker (twemproxy) missing: apt-get install nutcracker (see .ci/run)";
+        if std::env::var("EPOCHDB_REQUIRE_REDIS_TOOLS").is_ok_and(|v| v == "1") {
+            panic!("{missing}");
+        }
+        eprintln!("SKIPPED: {missing}");
+        return;
+    }
+    run("python3", &["twemproxy.py"]);
 }
 
 #[test]
