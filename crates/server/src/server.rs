@@ -128,6 +128,9 @@ fn open_database(settings: &Settings) -> Result<(Database, TableId), ServeError>
         max_attempts: 10_000,
         silor: SilorOptions {
             checkpoint_interval: settings.checkpoint_interval,
+            // SiloR renames data.log every 100 epochs (4 s at its 40 ms);
+            // with a server's short epochs keep the same ~4 s per file.
+            rotate_epochs: (4_000 / settings.epoch_interval.as_millis().max(1) as u64).max(100),
             ..SilorOptions::default()
         },
         ..Config::default()

@@ -22,8 +22,14 @@ use super::format::{
 use super::worker_log::WorkerSlot;
 use super::Inner;
 
-/// How long a logger waits for a buffer before it looks at the epochs again.
-const POLL: Duration = Duration::from_millis(1);
+/// How long a logger waits for a buffer before it looks at the epochs
+/// again: a quarter epoch, between these bounds. A commit waits on average
+/// half an epoch for the epoch to end and then up to one poll for its
+/// logger to notice, so short epochs (a server's 1–2 ms) need short polls;
+/// SiloR's 40 ms epochs poll every millisecond.
+pub(crate) fn poll_interval(epoch_interval: Duration) -> Duration {
+    (epoch_interval / 4).clamp(Duration::from_micros(100), Duration::from_millis(1))
+}
 
 /// The `pepoch` file is rewritten (atomically) once appends grow it past this.
 const PEPOCH_REWRITE_BYTES: u64 = 64 << 10;
@@ -192,7 +198,7 @@ impl Logger {
     fn run_loop(&mut self) -> Result<(), StorageError> {
         loop {
             let stopping = self.inner.is_stopped();
-            if let Ok(buffer) = self.shared().full.1.recv_timeout(POLL) {
+            if let Ok(buffer) = self.shared().full.1.recv_timeout(self.inner.poll) {
                 self.write(buffer)?;
             }
             if self.inner.has_failed() {

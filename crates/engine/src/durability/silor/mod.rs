@@ -143,6 +143,8 @@ pub(crate) struct Inner {
     pub(crate) dirs: Vec<PathBuf>,
     pub(crate) epochs: EpochManager,
     pub(crate) options: SilorOptions,
+    /// How long a logger waits for a buffer between looks at the epochs.
+    pub(crate) poll: std::time::Duration,
     /// The published persistent epoch `e_p`: tickets wait on it.
     pub(crate) watermark: Arc<Watermark>,
     pub(crate) loggers: Vec<LoggerShared>,
@@ -240,6 +242,7 @@ impl SiloR {
             dirs,
             epochs,
             options,
+            poll: logger::poll_interval(config.epoch_interval),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             stats: Stats::default(),
