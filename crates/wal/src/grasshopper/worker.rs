@@ -235,3 +235,70 @@ impl GhWorker {
         self.heap.clear();
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Pushes `[start, end)` on `list` as its owner would (ring bytes are
+    /// irrelevant to SBL tracking).
+    fn push(shared: &GhShared, list: &GList, start: u64, end: u64) {
+        // SAFETY: the test thread owns every list.
+        unsafe { list.push(start, end, None, &shared.hindex) };
+    }
+
+    #[test]
+    fn hops_over_full_ranges_and_honours_the_straddler() {
+        // 1 KiB hops, 16 KiB ring.
+        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
+        let a = shared.register();
+        let b = shared.register();
+        let sbl = AtomicU64::new(0);
+        let mut w = GhWorker::new(0);
+        // Ranges 0 and 1 full; `b`'s node straddles 2048 up to 2100.
+        push(&shared, &a, 0, 600);
+        push(&shared, &b, 600, 1500);
+        push(&shared, &a, 1500, 2000);
+        push(&shared, &b, 2000, 2100);
+        push(&shared, &a, 2100, 2200);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 2200);
+        assert_eq!(w.hop_bytes, 2100, "hopped to the straddler's end");
+        assert_eq!(w.crawl_bytes, 100, "crawled the rest");
+    }
+
+    #[test]
+    fn crawling_stops_at_a_hole_and_resumes() {
+        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
+        let a = shared.register();
+        let b = shared.register();
+        let sbl = AtomicU64::new(0);
+        let mut w = GhWorker::new(0);
+        push(&shared, &a, 0, 100);
+        push(&shared, &a, 200, 300); // [100, 200) reserved by `b`, not copied
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 100);
+        assert!(!w.advance(&shared, &sbl), "a hole stops SBL");
+        push(&shared, &b, 100, 200);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 300);
+        assert_eq!(w.hop_bytes, 0);
+    }
+
+    #[test]
+    fn hop_with_a_thread_that_reached_no_new_range() {
+        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
+        let a = shared.register();
+        let b = shared.register();
+        let sbl = AtomicU64::new(0);
+        let mut w = GhWorker::new(0);
+        push(&shared, &b, 0, 24); // b's only node, far below the boundary
+        push(&shared, &a, 24, 3000); // a node over three ranges
+        push(&shared, &a, 3072, 3100); // after a hole at [3000, 3072)
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 3000);
+        push(&shared, &b, 3000, 3072);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 3100);
+    }
+}
