@@ -64,9 +64,17 @@ pub(crate) fn prepare(
     scan: &Scan,
 ) -> Result<Prepared, WalError> {
     if !storage.exists(dir)? {
+        // A new directory is durable only once its parent is synced, for
+        // every directory created on the way.
+        let missing: Vec<&Path> = dir
+            .ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !storage.exists(d).unwrap_or(false))
+            .collect();
         storage.create_dir_all(dir)?;
-        if let Some(parent) = dir.parent() {
-            storage.sync_dir(parent)?;
+        for created in missing.into_iter().rev() {
+            if let Some(parent) = created.parent() {
+                storage.sync_dir(parent)?;
+            }
         }
     }
     let end = scan.log.end_lsn;
