@@ -262,7 +262,7 @@ fn worker_main(core: &Core, start: Lsn) {
 /// Where a handle keeps its pending callbacks.
 enum Side {
     /// GRASSHOPPER: in the nodes of the thread's grasshopper list.
-    Grasshopper(Arc<GList>),
+    Grasshopper(crate::sync::Arc<GList>),
     /// Baselines: a plain queue in LSN order.
     Queue(VecDeque<(LsnRange, Callback)>),
 }

@@ -87,3 +87,28 @@ fn stress_many_seeds() {
         }
     }
 }
+
+/// The same promise on real files (the seam's other implementation).
+#[test]
+fn grasshopper_on_real_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let disk = Arc::new(epochdb_storage::RealStorage::new());
+    let dir = tmp.path().join("wal");
+    let (wal, _) = Wal::open(disk.clone(), &dir, small_options(LogKind::Grasshopper)).unwrap();
+    let acks: Vec<Acks> = (0..2).map(|_| Acks::default()).collect();
+    std::thread::scope(|s| {
+        for t in 0..2u32 {
+            let mut h = wal.thread_handle();
+            let acks = acks[t as usize].clone();
+            s.spawn(move || assert_eq!(commit_all(&mut h, t, 300, &acks), 300));
+        }
+    });
+    let end = wal.shutdown().unwrap();
+    let (_wal, rec) = Wal::open(disk, &dir, small_options(LogKind::Grasshopper)).unwrap();
+    assert_eq!(rec.end_lsn, end);
+    let seen = check_prefix(&rec);
+    assert_eq!(seen.len(), 600);
+    for (t, a) in acks.iter().enumerate() {
+        assert_eq!(check_acked_present(t as u32, a, &seen), 300);
+    }
+}

@@ -96,6 +96,8 @@ mod loom_tests {
         if builder.preemption_bound.is_none() {
             builder.preemption_bound = Some(2);
         }
+        // The worker and the flusher poll (yielding); allow for it.
+        builder.max_branches = 100_000;
         builder.check(move || {
             let total: u64 = threads.iter().flat_map(|t| t.iter()).sum();
             let ring = Arc::new(Ring::new(ring_bytes as usize));
@@ -115,7 +117,7 @@ mod loom_tests {
                     ran.clone(),
                 );
                 joins.push(loom::thread::spawn(move || {
-                    let mut last_end = 0;
+                    let mut last_end = 0u64;
                     for (j, &len) in sizes.iter().enumerate() {
                         let lsn = next_lsn.fetch_add(len, Relaxed);
                         let mut backoff = Backoff::new();
@@ -140,12 +142,7 @@ mod loom_tests {
                         // SAFETY: owner.
                         unsafe { list.collect(sdl.load(Acquire)) };
                     }
-                    let mut backoff = Backoff::new();
-                    while sdl.load(Acquire) < last_end {
-                        backoff.snooze();
-                    }
-                    // SAFETY: owner.
-                    unsafe { list.collect(sdl.load(Acquire)) };
+                    (list, last_end)
                 }));
             }
             let worker = {
@@ -191,10 +188,15 @@ mod loom_tests {
                 }
                 sdl.store(upto, SeqCst);
             }
-            for j in joins {
-                j.join().unwrap();
-            }
             worker.join().unwrap();
+            // The owners are done (join: happens-before); the last gc on
+            // their behalf runs here, with the final SDL.
+            for j in joins {
+                let (list, last_end) = j.join().unwrap();
+                assert!(last_end <= sdl.load(SeqCst));
+                // SAFETY: the owner thread has ended.
+                unsafe { list.collect(sdl.load(Acquire)) };
+            }
             let entries: usize = threads.iter().map(|t| t.len()).sum();
             assert_eq!(ran.load(Relaxed), entries, "every callback runs once");
         });
