@@ -197,9 +197,9 @@ impl GhWorker {
                 if next.is_null() {
                     continue;
                 }
-                // SAFETY: worker; `next` follows the head; alive because
-                // not consumed.
+                // SAFETY: worker; `next` follows the head.
                 unsafe { list.set_head(next) };
+                // SAFETY: published by the owner; alive because not consumed.
                 node = unsafe { &*next };
                 node.check_alive();
                 debug_assert!(node.end > self.sbl, "a consumed node after the head");

@@ -24,7 +24,7 @@ pub const KINDS: [LogKind; 3] = [LogKind::Grasshopper, LogKind::Vanilla, LogKind
 /// The record for `(thread, seq)`: the pair, then filler whose length
 /// varies with both (0 to ~2.3 KiB: some entries exceed the 1 KiB hop).
 pub fn record(thread: u32, seq: u32) -> Vec<u8> {
-    let filler = ((seq as usize * 7919 + thread as usize * 104_729) % 2300) as usize;
+    let filler = (seq as usize * 7919 + thread as usize * 104_729) % 2300;
     let mut r = Vec::with_capacity(8 + filler);
     r.extend_from_slice(&thread.to_le_bytes());
     r.extend_from_slice(&seq.to_le_bytes());
