@@ -1,0 +1,170 @@
+//! The state every thread of the pipeline shares (eleda §3.1, Figure 1):
+//! the LSN sequencer, the ring buffer, SBL, SDL, the hole tracker of the
+//! chosen [`LogKind`], and the fail-stop latch.
+//!
+//! | variable   | written by            | read by                          |
+//! |------------|-----------------------|----------------------------------|
+//! | `next_lsn` | database threads (fetch-add) | flusher (at shutdown)     |
+//! | `sbl`      | the worker (vanilla: the mutex holder) | flusher          |
+//! | `sdl`      | the flusher           | database threads (space, callbacks) |
+//! | `state`    | `Wal::shutdown`, the flusher on stop or failure | all     |
+
+use std::sync::atomic::AtomicU64 as StatU64;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+
+use crossbeam_utils::CachePadded;
+
+use crate::baseline::bitmap::Bitmap;
+use crate::error::WalError;
+use crate::grasshopper::GhShared;
+use crate::options::{LogKind, WalOptions};
+use crate::ring::Ring;
+use crate::sync::{AtomicU64, AtomicU8, Backoff, Mutex};
+
+/// Appends are accepted.
+pub(crate) const RUNNING: u8 = 0;
+/// Shutdown asked: no new appends; the pipeline drains.
+pub(crate) const CLOSING: u8 = 1;
+/// Drained: SDL reached every reserved LSN; pipeline threads gone.
+pub(crate) const STOPPED: u8 = 2;
+/// A write or sync failed: SDL is frozen, nothing more is acknowledged.
+pub(crate) const FAILED: u8 = 3;
+
+/// The pipeline's second stage, per [`LogKind`].
+pub(crate) enum Tracker {
+    /// GRASSHOPPER.
+    Grasshopper(GhShared),
+    /// One mutex around reserve + copy + publish.
+    Vanilla(Mutex<()>),
+    /// One bit per buffer byte, scanned by the worker.
+    Bitmap(Bitmap),
+}
+
+/// Counters for benchmarks (Relaxed: statistics only).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) hop_bytes: StatU64,
+    pub(crate) crawl_bytes: StatU64,
+    pub(crate) flushes: StatU64,
+    pub(crate) flushed_bytes: StatU64,
+}
+
+/// Shared pipeline state.
+pub(crate) struct Core {
+    pub(crate) options: WalOptions,
+    pub(crate) ring: Ring,
+    /// The LSN sequencer (§4.1.2).
+    pub(crate) next_lsn: CachePadded<AtomicU64>,
+    /// Sequentially buffered LSN: every byte below is in the ring.
+    pub(crate) sbl: CachePadded<AtomicU64>,
+    /// Storage durable LSN: every byte below is synced, and SDL itself is
+    /// persisted in the SDL file.
+    pub(crate) sdl: CachePadded<AtomicU64>,
+    state: AtomicU8,
+    failure: parking_lot::Mutex<Option<WalError>>,
+    pub(crate) tracker: Tracker,
+    pub(crate) counters: Counters,
+}
+
+impl Core {
+    /// The pipeline of a log whose next LSN is `start`.
+    pub(crate) fn new(options: WalOptions, start: u64) -> Self {
+        let ring_bytes = options.buffer_bytes as u64;
+        let tracker = match options.kind {
+            LogKind::Grasshopper => Tracker::Grasshopper(GhShared::new(
+                start,
+                options.hop_shift,
+                ring_bytes,
+                options.io_unit_bytes as u64,
+            )),
+            LogKind::Vanilla => Tracker::Vanilla(Mutex::new(())),
+            LogKind::BitmapScan => Tracker::Bitmap(Bitmap::new(ring_bytes.max(64))),
+        };
+        Self {
+            ring: Ring::new(options.buffer_bytes),
+            options,
+            next_lsn: CachePadded::new(AtomicU64::new(start)),
+            sbl: CachePadded::new(AtomicU64::new(start)),
+            sdl: CachePadded::new(AtomicU64::new(start)),
+            state: AtomicU8::new(RUNNING),
+            failure: parking_lot::Mutex::new(None),
+            tracker,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The lifecycle state (Acquire: a reader seeing `STOPPED` or `FAILED`
+    /// sees the final SDL).
+    pub(crate) fn state(&self) -> u8 {
+        self.state.load(Acquire)
+    }
+
+    /// `RUNNING → CLOSING`; no effect in any other state.
+    pub(crate) fn begin_close(&self) {
+        let _ = self
+            .state
+            .compare_exchange(RUNNING, CLOSING, AcqRel, Acquire);
+    }
+
+    /// `CLOSING → STOPPED`, by the flusher once drained.
+    pub(crate) fn mark_stopped(&self) {
+        let _ = self
+            .state
+            .compare_exchange(CLOSING, STOPPED, AcqRel, Acquire);
+    }
+
+    /// Latches `error`: SDL stays where it is for good (fail-stop, DESIGN
+    /// "a failed sync is never retried").
+    pub(crate) fn fail(&self, error: WalError) {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            *failure = Some(error);
+        }
+        self.state.store(FAILED, Release);
+    }
+
+    /// The error the log failed with, if it did.
+    pub(crate) fn failure(&self) -> Option<WalError> {
+        self.failure.lock().clone()
+    }
+
+    /// What an operation that cannot proceed reports: the failure, or
+    /// `Closed`.
+    pub(crate) fn stop_error(&self) -> WalError {
+        self.failure().unwrap_or(WalError::Closed)
+    }
+
+    /// `Ok` while appends are accepted.
+    pub(crate) fn check_open(&self) -> Result<(), WalError> {
+        match self.state() {
+            RUNNING => Ok(()),
+            _ => Err(self.stop_error()),
+        }
+    }
+
+    /// Reserves `len` bytes of log (§4.1.2: fetch-add on the sequencer) and
+    /// waits until their ring space is flushed.
+    pub(crate) fn reserve(&self, len: u64) -> Result<u64, WalError> {
+        self.check_open()?;
+        let lsn = self.next_lsn.fetch_add(len, Relaxed);
+        self.wait_space(lsn, len)?;
+        Ok(lsn)
+    }
+
+    /// Backpressure: waits until the ring bytes of `[lsn, lsn + len)` no
+    /// longer hold unflushed data, i.e. SDL ≥ `lsn + len − ring size`.
+    /// Deadlock-free while `len ≤ ring size`: the oldest waiter needs SDL
+    /// only up to its own LSN, which the entries before it reach.
+    pub(crate) fn wait_space(&self, lsn: u64, len: u64) -> Result<(), WalError> {
+        let need = (lsn + len).saturating_sub(self.ring.size());
+        let mut backoff = Backoff::new();
+        // Acquire: the flusher's reads of the bytes we overwrite are done.
+        while self.sdl.load(Acquire) < need {
+            if matches!(self.state(), FAILED | STOPPED) {
+                return Err(self.stop_error());
+            }
+            backoff.snooze();
+        }
+        Ok(())
+    }
+}

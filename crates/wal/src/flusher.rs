@@ -1,0 +1,109 @@
+//! The ELEDA flusher (eleda §4.3): writes `[SDL, SBL)` to the active log
+//! file in I/O units, syncs, persists SDL, and only then publishes it.
+//!
+//! **SDL is persisted before it is published** (the paper stores SDL after
+//! advancing it). Publishing first would let a callback acknowledge an
+//! entry that lies above the SDL on disk; a bit flip there would look to
+//! recovery like a torn tail and be cut off silently. Persisting first
+//! costs a second sync per flush and makes the on-disk SDL an upper bound
+//! of everything ever acknowledged, so recovery can call any damage below
+//! it corruption.
+//!
+//! A failed write or sync latches the log (fail-stop): SDL never moves
+//! again, the storage itself refuses further I/O, and every waiting
+//! callback receives the error.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::Arc;
+
+use epochdb_storage::Storage;
+
+use crate::core::{Core, CLOSING, FAILED};
+use crate::error::WalError;
+use crate::segments::{create_log_file, ActiveFile, FileList, SdlFile};
+use crate::sync::Backoff;
+
+/// The flusher thread's state.
+pub(crate) struct Flusher {
+    pub(crate) core: Arc<Core>,
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) dir: PathBuf,
+    pub(crate) active: ActiveFile,
+    pub(crate) sdl_file: SdlFile,
+    pub(crate) files: FileList,
+}
+
+impl Flusher {
+    /// The thread body: flush while SBL is ahead; stop once closing and
+    /// drained, or on failure.
+    pub(crate) fn run(mut self) {
+        let mut sdl = self.core.sdl.load(Relaxed);
+        let mut backoff = Backoff::new();
+        loop {
+            // Acquire: the ring bytes below SBL are visible (Spec3: the
+            // flusher consumes only what the worker produced).
+            let sbl = self.core.sbl.load(Acquire);
+            if sbl > sdl {
+                if let Err(e) = self.flush(sdl, sbl) {
+                    self.core.fail(e);
+                    return;
+                }
+                sdl = sbl;
+                backoff.reset();
+                continue;
+            }
+            match self.core.state() {
+                FAILED => return,
+                CLOSING if sdl == self.core.next_lsn.load(Acquire) => {
+                    self.core.mark_stopped();
+                    return;
+                }
+                _ => backoff.snooze(),
+            }
+        }
+    }
+
+    /// Writes `[from, to)`, syncs, persists `to` as SDL, publishes it, and
+    /// rotates the file if it is full.
+    fn flush(&mut self, from: u64, to: u64) -> Result<(), WalError> {
+        let io_unit = self.core.options.io_unit_bytes as u64;
+        let mut at = from;
+        while at < to {
+            // A write never crosses an I/O unit boundary of the LSN space
+            // (nor, the ring being a multiple of the unit, the ring's end).
+            let end = to.min((at / io_unit + 1) * io_unit);
+            let mut result = Ok(());
+            // SAFETY: `[at, end)` lies in `[SDL, SBL)`: written and published
+            // (SBL loaded with Acquire), and no writer reuses it before we
+            // publish an SDL past it.
+            unsafe {
+                self.core.ring.read(at, (end - at) as usize, |bytes| {
+                    if result.is_ok() {
+                        result = self.active.file.append(bytes).map(drop);
+                    }
+                });
+            }
+            result?;
+            at = end;
+        }
+        self.active.file.sync()?;
+        self.sdl_file.persist(to)?;
+        self.active.len += to - from;
+        // Release: callbacks may run and the ring space may be reused.
+        self.core.sdl.store(to, Release);
+        self.core.counters.flushes.fetch_add(1, Relaxed);
+        self.core
+            .counters
+            .flushed_bytes
+            .fetch_add(to - from, Relaxed);
+        if self.active.len >= self.core.options.file_max_bytes {
+            // `to` is an entry end (SBL always is), so no entry spans files.
+            self.active = create_log_file(&*self.storage, &self.dir, to)?;
+            self.files
+                .lock()
+                .push((to, self.dir.join(crate::format::log_file_name(to))));
+        }
+        Ok(())
+    }
+}

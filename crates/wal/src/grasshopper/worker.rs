@@ -1,0 +1,304 @@
+//! The ELEDA worker's half of GRASSHOPPER: SBL-hopping and SBL-crawling
+//! (eleda §4.2, Algorithm 1) over the LSN-heap it owns alone.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::Ordering::{Acquire, Release};
+
+use super::list::{CNode, GList};
+use super::GhShared;
+use crate::sync::{Arc, AtomicU64};
+
+/// Most nodes one crawl pops before SBL is published, so the flusher is
+/// not starved while a long run of contiguous nodes is crawled.
+const CRAWL_BATCH_MAX: usize = 4096;
+
+/// The worker's private state: SBL as it knows it, the lists it tracks and
+/// the LSN-heap (§4.1: "exclusively owned by a dedicated ELEDA worker").
+pub(crate) struct GhWorker {
+    sbl: u64,
+    lists: Vec<Arc<GList>>,
+    /// Whether list `k`'s head is in the heap.
+    in_heap: Vec<bool>,
+    /// `(start_lsn, list index)` of each list's first pending node.
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+    /// The registry generation `lists` was copied at.
+    generation: u64,
+    /// Some list in `lists` is retired but was not yet consumed to its end.
+    retire_pending: bool,
+    /// Ranges below this had their h-lists trimmed.
+    trimmed_range: u64,
+    /// Bytes SBL advanced by hopping (Figure 20's breakdown).
+    pub(crate) hop_bytes: u64,
+    /// Bytes SBL advanced by crawling.
+    pub(crate) crawl_bytes: u64,
+}
+
+// SAFETY: the worker state moves to the worker thread once; the lists it
+// holds are `Sync` and the raw pointers it reads through them follow the
+// worker's side of the list contract.
+unsafe impl Send for GhWorker {}
+
+impl GhWorker {
+    /// A worker for a log whose SBL starts at `sbl`.
+    pub(crate) fn new(sbl: u64) -> Self {
+        Self {
+            sbl,
+            lists: Vec::new(),
+            in_heap: Vec::new(),
+            heap: BinaryHeap::new(),
+            generation: u64::MAX,
+            retire_pending: false,
+            trimmed_range: 0,
+            hop_bytes: 0,
+            crawl_bytes: 0,
+        }
+    }
+
+    /// SBL as the worker knows it.
+    #[cfg(loom)]
+    pub(crate) fn sbl(&self) -> u64 {
+        self.sbl
+    }
+
+    /// One round of Algorithm 1: hop while the range SBL is in is full,
+    /// otherwise crawl; publishes SBL (Release) and returns whether it
+    /// moved.
+    pub(crate) fn advance(&mut self, shared: &GhShared, sbl_out: &AtomicU64) -> bool {
+        let before = self.sbl;
+        loop {
+            let hopped = self.hop(shared);
+            let crawled = self.crawl(shared);
+            if !hopped && !crawled {
+                break;
+            }
+            if self.sbl - before >= shared.hindex_publish_bytes {
+                break;
+            }
+        }
+        let r = shared.hindex.range_of(self.sbl);
+        if r > self.trimmed_range {
+            self.trimmed_range = r;
+            for list in &self.lists {
+                // SAFETY: worker; SBL ≥ range_start(r).
+                unsafe { list.trim_h_list(r) };
+            }
+        }
+        if self.sbl == before {
+            return false;
+        }
+        // Spec3's producer side: SBL only grows, and only over bytes whose
+        // nodes were consumed above. Release: the flusher's Acquire load
+        // sees the ring bytes the owners published to us.
+        sbl_out.store(self.sbl, Release);
+        true
+    }
+
+    /// SBL-hopping (Algorithm 1 lines 1–13).
+    fn hop(&mut self, shared: &GhShared) -> bool {
+        let hindex = &shared.hindex;
+        let mut high = hindex.range_of(self.sbl);
+        if !hindex.is_full(high) {
+            return false;
+        }
+        while hindex.is_full(high) {
+            high += 1;
+        }
+        let boundary = hindex.range_start(high);
+        // Every list contributing to the full ranges was registered before
+        // its bytes were counted, and the Acquire loads above saw them.
+        self.refresh(shared);
+        let mut sbl = boundary;
+        for list in &self.lists {
+            // Read the tail before the h-list: every node before the tail
+            // had its h-node registered before the tail was published.
+            let tail = list.tail();
+            // SAFETY: worker; SBL is about to reach `boundary`.
+            let first = unsafe { list.trim_h_list(high) };
+            // SAFETY: the tail and every node ending past SBL are alive.
+            let first = first.or_else(|| (unsafe { (*tail).end } > boundary).then_some(tail));
+            let head = first.unwrap_or(tail);
+            // SAFETY: worker; `head` is at or after the old head.
+            unsafe { list.set_head(head) };
+            if let Some(node) = first {
+                // SAFETY: alive (ends past SBL).
+                let node = unsafe { &*node };
+                node.check_alive();
+                if node.start < boundary {
+                    // The straddling log of §4.2.1: never flushed in part.
+                    debug_assert_eq!(sbl, boundary, "two nodes straddle one boundary");
+                    sbl = node.end;
+                }
+            }
+        }
+        debug_assert!(sbl > self.sbl);
+        self.hop_bytes += sbl - self.sbl;
+        self.sbl = sbl;
+        // Line 13: rebuild the LSN-heap from the new heads.
+        self.heap.clear();
+        self.in_heap.iter_mut().for_each(|b| *b = false);
+        true
+    }
+
+    /// SBL-crawling (Algorithm 1 lines 14–23).
+    fn crawl(&mut self, shared: &GhShared) -> bool {
+        self.refresh(shared);
+        self.refill();
+        let hindex = &shared.hindex;
+        let start = self.sbl;
+        for _ in 0..CRAWL_BATCH_MAX {
+            // Line 16: crawl while the top is contiguous and the range is
+            // not full (a full range is hopped over instead).
+            if hindex.is_full(hindex.range_of(self.sbl)) {
+                break;
+            }
+            let Some(&Reverse((top_start, k))) = self.heap.peek() else {
+                break;
+            };
+            if top_start != self.sbl {
+                break;
+            }
+            self.heap.pop();
+            let list = &self.lists[k];
+            // SAFETY: worker; the head in the heap is a pending node, alive.
+            let node: &CNode = unsafe { &*list.head() };
+            node.check_alive();
+            debug_assert_eq!(node.start, top_start);
+            self.sbl = node.end;
+            let next = node.next.load(Acquire);
+            if next.is_null() {
+                // Spec1: head == tail, the head stays.
+                self.in_heap[k] = false;
+            } else {
+                // SAFETY: worker; `next` follows the head.
+                unsafe { list.set_head(next) };
+                // SAFETY: published by the owner, pending, alive.
+                let next = unsafe { &*next };
+                next.check_alive();
+                self.heap.push(Reverse((next.start, k)));
+            }
+        }
+        self.crawl_bytes += self.sbl - start;
+        self.sbl > start
+    }
+
+    /// Line 23: puts the first pending node of every list not in the heap
+    /// into it.
+    fn refill(&mut self) {
+        for (k, list) in self.lists.iter().enumerate() {
+            if self.in_heap[k] {
+                continue;
+            }
+            // SAFETY: worker; the head is alive (see list docs).
+            let mut node = unsafe { &*list.head() };
+            node.check_alive();
+            if node.end <= self.sbl {
+                let next = node.next.load(Acquire);
+                if next.is_null() {
+                    continue;
+                }
+                // SAFETY: worker; `next` follows the head.
+                unsafe { list.set_head(next) };
+                // SAFETY: published by the owner; alive because not consumed.
+                node = unsafe { &*next };
+                node.check_alive();
+                debug_assert!(node.end > self.sbl, "a consumed node after the head");
+            }
+            self.heap.push(Reverse((node.start, k)));
+            self.in_heap[k] = true;
+        }
+    }
+
+    /// Picks up lists registered since the last look and forgets retired
+    /// ones whose every node is consumed.
+    fn refresh(&mut self, shared: &GhShared) {
+        if shared.generation.load(Acquire) == self.generation && !self.retire_pending {
+            return;
+        }
+        let mut registry = shared.registry.lock();
+        self.generation = shared.generation.load(Acquire);
+        let sbl = self.sbl;
+        registry.retain(|list| {
+            if !list.retired.load(Acquire) {
+                return true;
+            }
+            // SAFETY: worker; the head is alive.
+            let head = unsafe { &*list.head() };
+            let next = head.next.load(Acquire);
+            let done = head.end <= sbl && next.is_null();
+            !done
+        });
+        self.retire_pending = registry.iter().any(|l| l.retired.load(Acquire));
+        self.lists = registry.clone();
+        drop(registry);
+        self.in_heap = vec![false; self.lists.len()];
+        self.heap.clear();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Pushes `[start, end)` on `list` as its owner would (ring bytes are
+    /// irrelevant to SBL tracking).
+    fn push(shared: &GhShared, list: &GList, start: u64, end: u64) {
+        // SAFETY: the test thread owns every list.
+        unsafe { list.push(start, end, None, &shared.hindex) };
+    }
+
+    #[test]
+    fn hops_over_full_ranges_and_honours_the_straddler() {
+        // 1 KiB hops, 16 KiB ring.
+        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
+        let a = shared.register();
+        let b = shared.register();
+        let sbl = AtomicU64::new(0);
+        let mut w = GhWorker::new(0);
+        // Ranges 0 and 1 full; `b`'s node straddles 2048 up to 2100.
+        push(&shared, &a, 0, 600);
+        push(&shared, &b, 600, 1500);
+        push(&shared, &a, 1500, 2000);
+        push(&shared, &b, 2000, 2100);
+        push(&shared, &a, 2100, 2200);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 2200);
+        assert_eq!(w.hop_bytes, 2100, "hopped to the straddler's end");
+        assert_eq!(w.crawl_bytes, 100, "crawled the rest");
+    }
+
+    #[test]
+    fn crawling_stops_at_a_hole_and_resumes() {
+        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
+        let a = shared.register();
+        let b = shared.register();
+        let sbl = AtomicU64::new(0);
+        let mut w = GhWorker::new(0);
+        push(&shared, &a, 0, 100);
+        push(&shared, &a, 200, 300); // [100, 200) reserved by `b`, not copied
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 100);
+        assert!(!w.advance(&shared, &sbl), "a hole stops SBL");
+        push(&shared, &b, 100, 200);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 300);
+        assert_eq!(w.hop_bytes, 0);
+    }
+
+    #[test]
+    fn hop_with_a_thread_that_reached_no_new_range() {
+        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
+        let a = shared.register();
+        let b = shared.register();
+        let sbl = AtomicU64::new(0);
+        let mut w = GhWorker::new(0);
+        push(&shared, &b, 0, 24); // b's only node, far below the boundary
+        push(&shared, &a, 24, 3000); // a node over three ranges
+        push(&shared, &a, 3072, 3100); // after a hole at [3000, 3072)
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 3000);
+        push(&shared, &b, 3000, 3072);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 3100);
+    }
+}

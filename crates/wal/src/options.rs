@@ -1,0 +1,97 @@
+//! Configuration of a [`Wal`](crate::Wal) and the limits derived from it.
+
+use crate::error::WalError;
+use crate::format::ENTRY_OVERHEAD_BYTES;
+
+/// How the log tracks LSN holes (the pipeline's second stage). All three
+/// share the ring buffer, the flusher, the file format and recovery, so they
+/// can be run side by side (eleda §6.5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogKind {
+    /// ELEDA: LSNs by fetch-add, concurrent copies, GRASSHOPPER (hopping
+    /// index, per-thread grasshopper lists, LSN-heap) advancing SBL in a
+    /// dedicated worker thread (§3–§4).
+    #[default]
+    Grasshopper,
+    /// The "vanilla" centralized log of §2.2.1: reserve, copy and publish
+    /// under one global mutex; SBL is simply the end of the last copy.
+    Vanilla,
+    /// The linear scanning baseline of §6.5.1 / Figure 21: one bit per byte
+    /// of the log buffer, set by database threads after their copy; the
+    /// worker scans the bitmap to advance SBL.
+    BitmapScan,
+}
+
+/// Options of [`Wal::open`](crate::Wal::open). Units are last in each name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalOptions {
+    /// How SBL is advanced.
+    pub kind: LogKind,
+    /// The flusher writes the log in chunks that never cross a multiple of
+    /// this size (eleda §4.3; 64 KiB in §6.1). A power of two.
+    pub io_unit_bytes: usize,
+    /// Size of the central ring log buffer (32 MiB in §6.1). A power of two
+    /// and a multiple of `io_unit_bytes`; bounds the size of one entry.
+    pub buffer_bytes: usize,
+    /// `H`: the hopping distance is `2^H` bytes (4 MiB, `H = 22`, in §6.1).
+    pub hop_shift: u32,
+    /// A log file is closed and a new one started at the first flush
+    /// boundary after it reaches this size.
+    pub file_max_bytes: u64,
+}
+
+impl Default for WalOptions {
+    fn default() -> Self {
+        Self {
+            kind: LogKind::Grasshopper,
+            io_unit_bytes: 64 << 10,
+            buffer_bytes: 32 << 20,
+            hop_shift: 22,
+            file_max_bytes: 256 << 20,
+        }
+    }
+}
+
+/// The largest `hop_shift` accepted (1 TiB hops: far beyond any buffer).
+const HOP_SHIFT_MAX: u32 = 40;
+
+impl WalOptions {
+    /// Checks the options' relations; every limit the log relies on is
+    /// asserted here once.
+    pub fn validate(&self) -> Result<(), WalError> {
+        let bad = |why: String| Err(WalError::BadOptions(why));
+        if !self.io_unit_bytes.is_power_of_two() {
+            return bad(format!(
+                "io_unit_bytes {} is not a power of two",
+                self.io_unit_bytes
+            ));
+        }
+        if !self.buffer_bytes.is_power_of_two() || self.buffer_bytes < self.io_unit_bytes {
+            return bad(format!(
+                "buffer_bytes {} must be a power of two and at least io_unit_bytes {}",
+                self.buffer_bytes, self.io_unit_bytes
+            ));
+        }
+        if self.buffer_bytes < 2 * ENTRY_OVERHEAD_BYTES {
+            return bad(format!("buffer_bytes {} is too small", self.buffer_bytes));
+        }
+        if self.hop_shift > HOP_SHIFT_MAX {
+            return bad(format!(
+                "hop_shift {} exceeds {HOP_SHIFT_MAX}",
+                self.hop_shift
+            ));
+        }
+        if self.file_max_bytes == 0 {
+            return bad("file_max_bytes must be positive".to_string());
+        }
+        Ok(())
+    }
+
+    /// The largest entry (header included) one append may write: it must
+    /// fit the ring, or its writer could never find room (§4.1.1's
+    /// "consumer never overruns the producer" read the other way round).
+    pub fn entry_max_bytes(&self) -> usize {
+        self.buffer_bytes
+            .min(epochdb_storage::BLOCK_PAYLOAD_MAX_BYTES + epochdb_storage::BLOCK_HEADER_BYTES)
+    }
+}

@@ -1,0 +1,164 @@
+//! The files the flusher writes: the active log file, rotation, the list of
+//! files for `truncate_before`, and the SDL file.
+//!
+//! Durability order (DESIGN "storage — the file seam"): a new file gets its
+//! header, a sync, and a sync of the directory before any entry goes in;
+//! removals are followed by a directory sync.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use epochdb_storage::{Storage, StorageFile};
+use parking_lot::Mutex;
+
+use crate::error::WalError;
+use crate::format::{
+    encode_file_header, encode_sdl_slot, log_file_name, FILE_HEADER_BYTES, SDL_FILE_NAME,
+    SDL_SLOT_BYTES,
+};
+use crate::lsn::Lsn;
+use crate::recovery::Scan;
+
+/// `(start LSN, path)` of every log file, oldest first; the last is active.
+pub(crate) type FileList = Arc<Mutex<Vec<(Lsn, PathBuf)>>>;
+
+/// The file the flusher appends to.
+pub(crate) struct ActiveFile {
+    pub(crate) file: Box<dyn StorageFile>,
+    /// Bytes in the file (header included).
+    pub(crate) len: u64,
+}
+
+/// The SDL file (eleda §4.3: "the SDL is stored in stable storage").
+pub(crate) struct SdlFile {
+    file: Box<dyn StorageFile>,
+    seq: u64,
+}
+
+impl SdlFile {
+    /// Writes `sdl` to the slot not holding the newest value, and syncs.
+    pub(crate) fn persist(&mut self, sdl: Lsn) -> Result<(), WalError> {
+        self.seq += 1;
+        let slot = self.seq % 2;
+        self.file
+            .write_at(slot * SDL_SLOT_BYTES, &encode_sdl_slot(self.seq, sdl))?;
+        self.file.sync()?;
+        Ok(())
+    }
+}
+
+/// Everything `Wal::open` prepares for the flusher.
+pub(crate) struct Prepared {
+    pub(crate) active: ActiveFile,
+    pub(crate) sdl_file: SdlFile,
+    pub(crate) files: FileList,
+}
+
+/// Makes the scanned log appendable at `scan.log.end_lsn`: cuts a torn
+/// tail (or removes a file with a torn header), opens the last file or
+/// creates the first, creates the SDL file if missing and persists the
+/// recovered end as SDL.
+pub(crate) fn prepare(
+    storage: &dyn Storage,
+    dir: &Path,
+    scan: &Scan,
+) -> Result<Prepared, WalError> {
+    if !storage.exists(dir)? {
+        // A new directory is durable only once its parent is synced, for
+        // every directory created on the way.
+        let missing: Vec<&Path> = dir
+            .ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !storage.exists(d).unwrap_or(false))
+            .collect();
+        storage.create_dir_all(dir)?;
+        for created in missing.into_iter().rev() {
+            if let Some(parent) = created.parent() {
+                storage.sync_dir(parent)?;
+            }
+        }
+    }
+    let end = scan.log.end_lsn;
+    if let Some(tail) = &scan.log.discarded {
+        if tail.whole_file {
+            storage.remove(&tail.file)?;
+            storage.sync_dir(dir)?;
+        } else {
+            let mut file = storage.open(&tail.file)?;
+            file.truncate(tail.offset)?;
+            file.sync()?;
+        }
+    }
+    let active = match scan.files.last() {
+        Some((start, path)) => {
+            let file = storage.open(path)?;
+            let len = file.size()?;
+            debug_assert_eq!(len, FILE_HEADER_BYTES + (end - start));
+            ActiveFile { file, len }
+        }
+        None => create_log_file(storage, dir, end)?,
+    };
+    let mut files = scan.files.clone();
+    if files.is_empty() {
+        files.push((end, dir.join(log_file_name(end))));
+    }
+    let sdl_path = dir.join(SDL_FILE_NAME);
+    let mut sdl_file = if storage.exists(&sdl_path)? {
+        let seq = match crate::format::decode_sdl_file(&storage.read(&sdl_path)?) {
+            Some((seq, _)) => seq,
+            None => 0,
+        };
+        SdlFile {
+            file: storage.open(&sdl_path)?,
+            seq,
+        }
+    } else {
+        let file = storage.create(&sdl_path)?;
+        let mut sdl_file = SdlFile { file, seq: 0 };
+        sdl_file.persist(end)?;
+        storage.sync_dir(dir)?;
+        sdl_file
+    };
+    sdl_file.persist(end)?;
+    Ok(Prepared {
+        active,
+        sdl_file,
+        files: Arc::new(Mutex::new(files)),
+    })
+}
+
+/// Creates the log file starting at `start`: header, sync, directory sync.
+pub(crate) fn create_log_file(
+    storage: &dyn Storage,
+    dir: &Path,
+    start: Lsn,
+) -> Result<ActiveFile, WalError> {
+    let mut file = storage.create(&dir.join(log_file_name(start)))?;
+    file.append(&encode_file_header(start))?;
+    file.sync()?;
+    storage.sync_dir(dir)?;
+    Ok(ActiveFile {
+        file,
+        len: FILE_HEADER_BYTES,
+    })
+}
+
+/// Removes every file whose entries all lie below `lsn` (never the active
+/// one); returns how many went.
+pub(crate) fn truncate_before(
+    storage: &dyn Storage,
+    dir: &Path,
+    files: &FileList,
+    lsn: Lsn,
+) -> Result<usize, WalError> {
+    let mut files = files.lock();
+    let mut removed = 0;
+    while files.len() >= 2 && files[1].0 <= lsn {
+        storage.remove(&files[0].1)?;
+        files.remove(0);
+        removed += 1;
+    }
+    if removed > 0 {
+        storage.sync_dir(dir)?;
+    }
+    Ok(removed)
+}

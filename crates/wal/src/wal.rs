@@ -1,0 +1,451 @@
+//! The public face: [`Wal`] (one per log) and [`ThreadHandle`] (one per
+//! database thread).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use epochdb_storage::Storage;
+
+use crate::baseline::bitmap::BitmapWorker;
+use crate::core::{Core, Tracker, FAILED, STOPPED};
+use crate::error::WalError;
+use crate::flusher::Flusher;
+use crate::format::{encode_entry, entry_bytes};
+use crate::grasshopper::list::{Callback, GList};
+use crate::grasshopper::worker::GhWorker;
+use crate::lsn::{Lsn, LsnRange};
+use crate::options::{LogKind, WalOptions};
+use crate::recovery::{scan, RecoveredLog};
+use crate::segments::{prepare, truncate_before, FileList};
+use crate::sync::Backoff;
+
+/// A central write-ahead log (eleda §3): database threads append through
+/// [`ThreadHandle`]s; a worker thread advances SBL and a flusher thread
+/// makes the log durable up to SDL; commit callbacks run, on the thread
+/// that committed, once SDL passes the commit.
+///
+/// ```
+/// use epochdb_storage::SimStorage;
+/// use epochdb_wal::{Wal, WalOptions};
+/// use std::sync::{Arc, Mutex};
+///
+/// let disk = Arc::new(SimStorage::new(1));
+/// let (wal, recovered) = Wal::open(disk.clone(), "/db/wal", WalOptions::default())?;
+/// assert!(recovered.entries.is_empty());
+/// let mut db_thread = wal.thread_handle();
+/// let acked = Arc::new(Mutex::new(None));
+/// let slot = acked.clone();
+/// let lsn = db_thread.commit(&[b"put k v"], move |r| *slot.lock().unwrap() = Some(r))?;
+/// db_thread.wait_durable(lsn.end)?; // or keep working and poll_callbacks() later
+/// assert_eq!(acked.lock().unwrap().clone().unwrap()?, lsn);
+/// drop(db_thread);
+/// wal.shutdown()?;
+///
+/// let (_wal, recovered) = Wal::open(disk, "/db/wal", WalOptions::default())?;
+/// assert_eq!(recovered.entries[0].records, vec![b"put k v".to_vec()]);
+/// # Ok::<(), epochdb_wal::WalError>(())
+/// ```
+pub struct Wal {
+    core: Arc<Core>,
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+    files: FileList,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Wal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wal")
+            .field("dir", &self.dir)
+            .field("kind", &self.core.options.kind)
+            .field("durable_lsn", &self.durable_lsn())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A snapshot of the log's progress and counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalStats {
+    /// The next LSN the sequencer hands out.
+    pub allocated_lsn: Lsn,
+    /// SBL.
+    pub buffered_lsn: Lsn,
+    /// SDL.
+    pub durable_lsn: Lsn,
+    /// Bytes SBL advanced by SBL-hopping (GRASSHOPPER only).
+    pub hop_bytes: u64,
+    /// Bytes SBL advanced by SBL-crawling (GRASSHOPPER only; Figure 20's
+    /// "crawling ratio" is `crawl / (hop + crawl)`).
+    pub crawl_bytes: u64,
+    /// Completed flushes (each: writes, a log sync and an SDL sync).
+    pub flushes: u64,
+    /// Bytes flushed.
+    pub flushed_bytes: u64,
+}
+
+impl Wal {
+    /// Recovers the log in `dir` (creating it if missing), cuts a torn tail,
+    /// and starts the worker and flusher threads. Returns the log, ready to
+    /// append at the recovered end, and what was recovered.
+    ///
+    /// Fails with [`WalError::Corrupted`] if data below the persisted SDL is
+    /// damaged; nothing is changed on disk then.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        dir: impl AsRef<Path>,
+        options: WalOptions,
+    ) -> Result<(Wal, RecoveredLog), WalError> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let scanned = scan(&*storage, &dir)?;
+        let prepared = prepare(&*storage, &dir, &scanned)?;
+        let start = scanned.log.end_lsn;
+        let core = Arc::new(Core::new(options, start));
+        let flusher = Flusher {
+            core: Arc::clone(&core),
+            storage: Arc::clone(&storage),
+            dir: dir.clone(),
+            active: prepared.active,
+            sdl_file: prepared.sdl_file,
+            files: Arc::clone(&prepared.files),
+        };
+        let mut threads = Vec::new();
+        threads.push(spawn("eleda-flusher", move || flusher.run())?);
+        if !matches!(core.tracker, Tracker::Vanilla(_)) {
+            let worker_core = Arc::clone(&core);
+            threads.push(spawn("eleda-worker", move || {
+                worker_main(&worker_core, start)
+            })?);
+        }
+        let wal = Wal {
+            core,
+            storage,
+            dir,
+            files: prepared.files,
+            threads,
+        };
+        Ok((wal, scanned.log))
+    }
+
+    /// A handle for one database thread: its grasshopper list (or, for the
+    /// baselines, its callback queue).
+    pub fn thread_handle(&self) -> ThreadHandle {
+        let side = match &self.core.tracker {
+            Tracker::Grasshopper(gh) => Side::Grasshopper(gh.register()),
+            _ => Side::Queue(VecDeque::new()),
+        };
+        ThreadHandle {
+            core: Arc::clone(&self.core),
+            side,
+            scratch: Vec::new(),
+            last_end: 0,
+        }
+    }
+
+    /// SDL: every entry ending at or below it is durable.
+    pub fn durable_lsn(&self) -> Lsn {
+        self.core.sdl.load(Acquire)
+    }
+
+    /// SBL: every entry ending at or below it is in the buffer.
+    pub fn buffered_lsn(&self) -> Lsn {
+        self.core.sbl.load(Acquire)
+    }
+
+    /// The hole tracker in use.
+    pub fn kind(&self) -> LogKind {
+        self.core.options.kind
+    }
+
+    /// The error the log failed with, if it did (fail-stop).
+    pub fn failure(&self) -> Option<WalError> {
+        self.core.failure()
+    }
+
+    /// Progress and counters.
+    pub fn stats(&self) -> WalStats {
+        let c = &self.core.counters;
+        WalStats {
+            allocated_lsn: self.core.next_lsn.load(Relaxed),
+            buffered_lsn: self.buffered_lsn(),
+            durable_lsn: self.durable_lsn(),
+            hop_bytes: c.hop_bytes.load(Relaxed),
+            crawl_bytes: c.crawl_bytes.load(Relaxed),
+            flushes: c.flushes.load(Relaxed),
+            flushed_bytes: c.flushed_bytes.load(Relaxed),
+        }
+    }
+
+    /// Removes every log file whose entries all lie below `lsn` (a
+    /// checkpoint made them unneeded). The file being written is kept.
+    /// Returns how many files went.
+    pub fn truncate_before(&self, lsn: Lsn) -> Result<usize, WalError> {
+        truncate_before(&*self.storage, &self.dir, &self.files, lsn)
+    }
+
+    /// Stops taking appends, waits until everything reserved is durable,
+    /// and stops the threads. Returns the final SDL, or the error the log
+    /// failed with.
+    pub fn shutdown(mut self) -> Result<Lsn, WalError> {
+        self.close()
+    }
+
+    fn close(&mut self) -> Result<Lsn, WalError> {
+        self.core.begin_close();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        match self.core.state() {
+            FAILED => Err(self.core.stop_error()),
+            _ => Ok(self.durable_lsn()),
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, WalError> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .map_err(|e| {
+            WalError::from(epochdb_storage::StorageError::Io {
+                path: PathBuf::new(),
+                op: epochdb_storage::Op::Create,
+                source: e,
+            })
+        })
+}
+
+/// The ELEDA worker thread (stage two): advances SBL until the log stops.
+fn worker_main(core: &Core, start: Lsn) {
+    let mut backoff = Backoff::new();
+    match &core.tracker {
+        Tracker::Grasshopper(gh) => {
+            let mut worker = GhWorker::new(start);
+            loop {
+                if worker.advance(gh, &core.sbl) {
+                    core.counters.hop_bytes.store(worker.hop_bytes, Relaxed);
+                    core.counters.crawl_bytes.store(worker.crawl_bytes, Relaxed);
+                    backoff.reset();
+                } else if matches!(core.state(), STOPPED | FAILED) {
+                    return;
+                } else {
+                    backoff.snooze();
+                }
+            }
+        }
+        Tracker::Bitmap(bitmap) => {
+            let mut worker = BitmapWorker::new(start);
+            loop {
+                if worker.advance(bitmap, &core.ring, &core.sbl) {
+                    backoff.reset();
+                } else if matches!(core.state(), STOPPED | FAILED) {
+                    return;
+                } else {
+                    backoff.snooze();
+                }
+            }
+        }
+        Tracker::Vanilla(_) => {}
+    }
+}
+
+/// Where a handle keeps its pending callbacks.
+enum Side {
+    /// GRASSHOPPER: in the nodes of the thread's grasshopper list.
+    Grasshopper(crate::sync::Arc<GList>),
+    /// Baselines: a plain queue in LSN order.
+    Queue(VecDeque<(LsnRange, Callback)>),
+}
+
+/// One database thread's access to the log. Not shareable: the grasshopper
+/// list behind it has a single producer (Table 2).
+///
+/// Dropping a handle waits until everything it appended is durable (or the
+/// log failed or stopped) and runs the remaining callbacks.
+pub struct ThreadHandle {
+    core: Arc<Core>,
+    side: Side,
+    /// The entry being built (framed before it is copied into the ring).
+    scratch: Vec<u8>,
+    last_end: Lsn,
+}
+
+impl fmt::Debug for ThreadHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadHandle")
+            .field("last_end", &self.last_end)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ThreadHandle {
+    /// Appends one entry holding `records` without waiting for anything but
+    /// ring space; returns its LSNs. Durable once `durable_lsn() ≥ end`.
+    pub fn append(&mut self, records: &[&[u8]]) -> Result<LsnRange, WalError> {
+        self.log(records, None)
+    }
+
+    /// Appends a commit entry and registers `callback`, which runs (on this
+    /// thread, from a later `append`, `commit`, [`poll_callbacks`],
+    /// [`wait_durable`] or the handle's drop) once the entry is durable, or
+    /// with the error that stopped the log (§3.3's latency hiding: the
+    /// caller parks the transaction and goes on with another). If `commit`
+    /// itself returns an error, the callback never runs.
+    ///
+    /// [`poll_callbacks`]: ThreadHandle::poll_callbacks
+    /// [`wait_durable`]: ThreadHandle::wait_durable
+    pub fn commit<F>(&mut self, records: &[&[u8]], callback: F) -> Result<LsnRange, WalError>
+    where
+        F: FnOnce(Result<LsnRange, WalError>) + Send + 'static,
+    {
+        self.log(records, Some(Box::new(callback)))
+    }
+
+    fn log(&mut self, records: &[&[u8]], callback: Option<Callback>) -> Result<LsnRange, WalError> {
+        let max = self.core.options.entry_max_bytes();
+        let len = entry_bytes(records).unwrap_or(usize::MAX);
+        if len > max {
+            return Err(WalError::EntryTooLarge { len, max });
+        }
+        let len = len as u64;
+        let core = &*self.core;
+        let range = match (&core.tracker, &mut self.side) {
+            (Tracker::Grasshopper(gh), Side::Grasshopper(list)) => {
+                let lsn = core.reserve(len)?;
+                encode_entry(&mut self.scratch, lsn, records);
+                // SAFETY: reserved, and `reserve` waited for the space.
+                unsafe { core.ring.write(lsn, &self.scratch) };
+                // SAFETY: this handle is the list's only producer.
+                unsafe { list.push(lsn, lsn + len, callback, &gh.hindex) };
+                LsnRange {
+                    start: lsn,
+                    end: lsn + len,
+                }
+            }
+            (Tracker::Bitmap(bitmap), Side::Queue(queue)) => {
+                let lsn = core.reserve(len)?;
+                encode_entry(&mut self.scratch, lsn, records);
+                // SAFETY: as above.
+                unsafe { core.ring.write(lsn, &self.scratch) };
+                bitmap.set(lsn, len);
+                let range = LsnRange {
+                    start: lsn,
+                    end: lsn + len,
+                };
+                if let Some(cb) = callback {
+                    queue.push_back((range, cb));
+                }
+                range
+            }
+            (Tracker::Vanilla(lock), Side::Queue(queue)) => {
+                core.check_open()?;
+                let guard = lock.lock();
+                let lsn = core.next_lsn.load(Relaxed);
+                core.wait_space(lsn, len)?;
+                encode_entry(&mut self.scratch, lsn, records);
+                // SAFETY: the mutex makes this the only writer; the space
+                // is flushed.
+                unsafe { core.ring.write(lsn, &self.scratch) };
+                core.next_lsn.store(lsn + len, Relaxed);
+                core.sbl.store(lsn + len, Release);
+                drop(guard);
+                let range = LsnRange {
+                    start: lsn,
+                    end: lsn + len,
+                };
+                if let Some(cb) = callback {
+                    queue.push_back((range, cb));
+                }
+                range
+            }
+            _ => unreachable!("a handle's side matches its log's tracker"),
+        };
+        self.last_end = range.end;
+        self.poll_callbacks();
+        Ok(range)
+    }
+
+    /// §4.4: runs the callbacks of every entry now durable (moving the gc
+    /// point and freeing nodes), or, if the log failed or stopped, of every
+    /// entry, with the error for those not durable. Returns how many ran.
+    pub fn poll_callbacks(&mut self) -> usize {
+        // State first: seeing STOPPED or FAILED (Acquire) means the SDL
+        // loaded next is final.
+        let state = self.core.state();
+        let sdl = self.core.sdl.load(Acquire);
+        let mut ran = match &mut self.side {
+            // SAFETY: this handle is the list's owner; `sdl` was loaded
+            // with Acquire.
+            Side::Grasshopper(list) => unsafe { list.collect(sdl) },
+            Side::Queue(queue) => {
+                let mut ran = 0;
+                while queue.front().is_some_and(|(r, _)| r.end <= sdl) {
+                    let (range, cb) = queue.pop_front().expect("checked");
+                    cb(Ok(range));
+                    ran += 1;
+                }
+                ran
+            }
+        };
+        if matches!(state, FAILED | STOPPED) {
+            let error = self.core.stop_error();
+            ran += match &mut self.side {
+                // SAFETY: owner.
+                Side::Grasshopper(list) => unsafe { list.fail_pending(&error) },
+                Side::Queue(queue) => {
+                    let n = queue.len();
+                    for (_, cb) in queue.drain(..) {
+                        cb(Err(error.clone()));
+                    }
+                    n
+                }
+            };
+        }
+        ran
+    }
+
+    /// Blocks until SDL ≥ `lsn` (then runs due callbacks), or returns the
+    /// error that stopped the log first.
+    pub fn wait_durable(&mut self, lsn: Lsn) -> Result<(), WalError> {
+        let mut backoff = Backoff::new();
+        loop {
+            let state = self.core.state();
+            if self.core.sdl.load(Acquire) >= lsn {
+                self.poll_callbacks();
+                return Ok(());
+            }
+            if matches!(state, FAILED | STOPPED) {
+                self.poll_callbacks();
+                return Err(self.core.stop_error());
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// The end of this handle's last entry.
+    pub fn last_lsn(&self) -> Lsn {
+        self.last_end
+    }
+}
+
+impl Drop for ThreadHandle {
+    fn drop(&mut self) {
+        let _ = self.wait_durable(self.last_end);
+        self.poll_callbacks();
+        if let (Tracker::Grasshopper(gh), Side::Grasshopper(list)) =
+            (&self.core.tracker, &self.side)
+        {
+            gh.retire(list);
+        }
+    }
+}
