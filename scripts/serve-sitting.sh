@@ -7,8 +7,8 @@
 #      epochdb serve in each mode and against Debian's redis-server with
 #      appendfsync always, everysec and no persistence, REPEATS times in a
 #      rotating order.
-# Writes OUT/sweep.tsv and OUT/compare.tsv (one line per run) and prints
-# the medians. Needs redis-server and redis-tools (apt-get install
+# Without EPOCH_MS it runs part 1 (OUT/sweep.tsv); with it, part 2 with
+# epochdb at that epoch length (OUT/compare.tsv); one line per run. Needs redis-server and redis-tools (apt-get install
 # redis-server redis-tools) and a release build (cargo build --release).
 #
 #   scripts/serve-sitting.sh OUT [REPEATS] [EPOCH_MS]
@@ -22,9 +22,10 @@ scratch=$(mktemp -d /tmp/serve-sitting.XXXX)
 trap 'pkill -f "epochdb serve --dir $scratch" 2>/dev/null || true; pkill -f "redis-server.*$scratch" 2>/dev/null || true; rm -rf "$scratch"' EXIT
 port=6400
 
-start_epochdb() { # mode epoch_ms
+start_epochdb() { # mode epoch_ms [epoch_min_us]
   rm -rf "$scratch/db"
-  "$bin" serve --dir "$scratch/db" --port $port --durability "$1" --epoch-ms "$2" 2>"$scratch/serve.log" &
+  "$bin" serve --dir "$scratch/db" --port $port --durability "$1" --epoch-ms "$2" --epoch-min-us "${3:-0}" \
+    2>"$scratch/serve.log" &
   for _ in $(seq 100); do redis-cli -p $port ping >/dev/null 2>&1 && return; sleep 0.1; done
   echo "epochdb did not start"; cat "$scratch/serve.log"; exit 1
 }
@@ -49,6 +50,7 @@ bench() {
 }
 
 echo "# sitting $(date -u +%FT%TZ) on $(nproc) cores" | tee "$out/sitting.txt"
+if [ -z "$default_epoch" ]; then
 echo -e "mode\tepoch_ms\trepeat\trps\tp50_ms" > "$out/sweep.tsv"
 for r in $(seq "$repeats"); do
   for mode in silor log; do
@@ -61,17 +63,20 @@ for r in $(seq "$repeats"); do
     done
   done
 done
-
-if [ -z "$default_epoch" ]; then exit 0; fi
+exit 0
+fi
 echo -e "target\ttest\tpipeline\trepeat\trps\tp50_ms" > "$out/compare.tsv"
-targets=(epochdb-silor epochdb-log epochdb-none redis-always redis-everysec redis-none)
+# epochdb-silor ends epochs early for waiting replies (the default,
+# --epoch-min-us 500); epochdb-silor-fixed keeps fixed epochs.
+targets=(epochdb-silor epochdb-silor-fixed epochdb-log epochdb-none redis-always redis-everysec redis-none)
 for r in $(seq "$repeats"); do
   # Rotate the order each repeat so no target always runs first or last.
   for i in $(seq 0 $(( ${#targets[@]} - 1 ))); do
     t=${targets[$(( (i + r - 1) % ${#targets[@]} ))]}
     for p in 1 16; do
       case $t in
-        epochdb-*) start_epochdb "${t#epochdb-}" "$default_epoch" ;;
+        epochdb-silor-fixed) start_epochdb silor "$default_epoch" 0 ;;
+        epochdb-*) start_epochdb "${t#epochdb-}" "$default_epoch" 500 ;;
         redis-*) start_redis "${t#redis-}" ;;
       esac
       for test in set get incr mset; do

@@ -42,7 +42,7 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Serve the database over the Redis protocol (RESP2): redis-cli,
     /// redis-benchmark and Redis client libraries work unchanged.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
 }
 
 fn main() {
@@ -53,7 +53,7 @@ fn main() {
         Command::CrashtestChild(args) => crashtest::child(args),
         Command::Recover(args) => recover::run(args),
         Command::Inspect(args) => inspect::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
     };
     if let Err(error) = result {
         eprintln!("epochdb: error: {error}");

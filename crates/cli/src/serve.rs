@@ -52,9 +52,15 @@ pub(crate) struct ServeArgs {
     /// dropped, e.g. 256mb [default: 256mb].
     #[arg(long)]
     client_output_buffer_limit: Option<String>,
-    /// Epoch length in milliseconds [default: 10].
+    /// Epoch length in milliseconds; a durable reply waits for its epoch
+    /// to end [default: 1].
     #[arg(long)]
     epoch_ms: Option<String>,
+    /// End an epoch early for a waiting durable reply once this many
+    /// microseconds have passed since the last boundary (0: fixed epochs;
+    /// experimental) [default: 0].
+    #[arg(long)]
+    epoch_min_us: Option<String>,
     /// Seconds between automatic checkpoints (silor) [default: 60].
     #[arg(long)]
     checkpoint_interval: Option<String>,
@@ -64,7 +70,7 @@ pub(crate) struct ServeArgs {
 }
 
 impl ServeArgs {
-    fn flags(&self) -> [(&'static str, &Option<String>); 15] {
+    fn flags(&self) -> [(&'static str, &Option<String>); 16] {
         [
             ("dir", &self.dir),
             ("port", &self.port),
@@ -82,6 +88,7 @@ impl ServeArgs {
                 &self.client_output_buffer_limit,
             ),
             ("epoch-ms", &self.epoch_ms),
+            ("epoch-min-us", &self.epoch_min_us),
             ("checkpoint-interval", &self.checkpoint_interval),
             ("threads", &self.threads),
         ]

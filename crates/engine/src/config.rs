@@ -29,6 +29,10 @@ pub struct Config {
     pub workers: usize,
     /// Length of an epoch.
     pub epoch_interval: Duration,
+    /// With `Some(gap)`, [`crate::Database::end_epoch_soon`] ends the
+    /// current epoch once `gap` has passed since the last one (a group
+    /// commit on demand); `None` (the default) keeps SiloR's fixed epochs.
+    pub early_epoch_min_gap: Option<Duration>,
     /// Most workers registered at once (size of the epoch table).
     pub max_workers: usize,
     /// Attempts a transaction gets before [`crate::TxError::TooManyConflicts`].
@@ -51,6 +55,7 @@ impl std::fmt::Debug for Config {
             .field("dirs", &self.dirs)
             .field("workers", &self.workers)
             .field("epoch_interval", &self.epoch_interval)
+            .field("early_epoch_min_gap", &self.early_epoch_min_gap)
             .field("max_workers", &self.max_workers)
             .field("max_attempts", &self.max_attempts)
             .field("storage", &self.storage)
@@ -67,6 +72,7 @@ impl Default for Config {
             dirs: Vec::new(),
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             epoch_interval: DEFAULT_EPOCH_INTERVAL,
+            early_epoch_min_gap: None,
             max_workers: DEFAULT_MAX_WORKERS,
             max_attempts: u32::MAX,
             storage: None,

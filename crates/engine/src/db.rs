@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use epochdb_epoch::{EpochManager, EpochTicker};
+use epochdb_epoch::{EpochKick, EpochManager, EpochTicker};
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
@@ -31,6 +31,7 @@ pub(crate) struct Shared {
     pub(crate) tables_version: AtomicUsize,
     next_worker: AtomicUsize,
     ticker: Mutex<Option<EpochTicker>>,
+    kick: Arc<EpochKick>,
 }
 
 impl Shared {
@@ -148,7 +149,12 @@ impl Database {
             .iter()
             .map(|table| (table.name.clone(), table.id))
             .collect();
-        let ticker = EpochTicker::start(epochs.clone(), config.epoch_interval)?;
+        let ticker = EpochTicker::start_adaptive(
+            epochs.clone(),
+            config.epoch_interval,
+            config.early_epoch_min_gap,
+        )?;
+        let kick = ticker.kick_handle();
         Ok(Self {
             shared: Arc::new(Shared {
                 config,
@@ -160,6 +166,7 @@ impl Database {
                 tables_version: AtomicUsize::new(0),
                 next_worker: AtomicUsize::new(0),
                 ticker: Mutex::new(Some(ticker)),
+                kick,
             }),
         })
     }
@@ -259,6 +266,15 @@ impl Database {
     /// The global epoch `E`.
     pub fn current_epoch(&self) -> u64 {
         self.shared.epochs.current()
+    }
+
+    /// Asks for the current epoch to end early, so that commits waiting
+    /// for durability form their group commit now rather than at the end
+    /// of the epoch period. Has an effect only with
+    /// [`Config::early_epoch_min_gap`]; cheap to call for every waiting
+    /// commit.
+    pub fn end_epoch_soon(&self) {
+        self.shared.kick.kick();
     }
 
     /// The safe epoch: every worker has left all epochs up to it (an idle,

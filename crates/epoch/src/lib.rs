@@ -38,4 +38,4 @@ mod ticker;
 pub use framework::FIRST_EPOCH;
 pub use manager::{EpochHandle, EpochManager, TooManyThreads};
 #[cfg(not(loom))]
-pub use ticker::EpochTicker;
+pub use ticker::{EpochKick, EpochTicker};

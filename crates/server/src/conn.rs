@@ -520,6 +520,9 @@ fn reply(
             let held = batch.split_off(reply_at);
             output.push_ready(batch);
             batch.clear();
+            // A reply is waiting: end the epoch now (at most once per
+            // `epoch-min-us`) rather than at the end of its period.
+            state.db.end_epoch_soon();
             let (done, durable) = oneshot::channel();
             ticket.on_durable(move |outcome| {
                 let _ = done.send(outcome);

@@ -125,6 +125,7 @@ fn open_database(settings: &Settings) -> Result<(Database, TableId), ServeError>
         dirs: settings.dir.iter().cloned().collect(),
         workers: threads,
         epoch_interval: settings.epoch_interval,
+        early_epoch_min_gap: (!settings.epoch_min_gap.is_zero()).then_some(settings.epoch_min_gap),
         max_attempts: 10_000,
         silor: SilorOptions {
             checkpoint_interval: settings.checkpoint_interval,
