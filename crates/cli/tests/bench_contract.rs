@@ -141,7 +141,7 @@ fn durable_modes_compare_and_report_their_writes() {
 
 #[test]
 fn bad_flags_are_named() {
-    let result = epochdb(&["bench", "ycsb", "--durability", "wal"]);
+    let result = epochdb(&["bench", "ycsb", "--durability", "cpr"]);
     assert!(!result.status.success());
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(
