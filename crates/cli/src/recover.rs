@@ -71,7 +71,7 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    check_dirs(&args.dir)?;
+    check_dirs(&args.dir, args.durability)?;
     let config = Config {
         durability: args.durability,
         dirs: args.dir.clone(),
@@ -122,9 +122,17 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
 
 /// Opening a missing directory would create an empty database and report
 /// a successful recovery of nothing: refuse instead.
-fn check_dirs(dirs: &[PathBuf]) -> Result<(), String> {
+fn check_dirs(dirs: &[PathBuf], mode: DurabilityKind) -> Result<(), String> {
     let first = &dirs[0];
-    if !first.join(CATALOG).is_file() {
+    if mode == DurabilityKind::Wal {
+        // The wal mode keeps its catalog in the log (`<dir>/wal/`).
+        if !first.join("wal").is_dir() {
+            return Err(format!(
+                "no epochdb wal database at {} (no wal directory)",
+                first.display()
+            ));
+        }
+    } else if !first.join(CATALOG).is_file() {
         return Err(format!(
             "no epochdb database at {} (no {CATALOG} file)",
             first.display()

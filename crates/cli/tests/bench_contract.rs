@@ -239,7 +239,10 @@ fn wal_json_has_one_run_per_implementation_threads_and_size() {
         assert!(run["throughput_txn_s"].as_f64().unwrap() > 0.0, "{run}");
         assert!(run["write_mb_s"].as_f64().unwrap() > 0.0, "{run}");
         let latency = &run["commit_latency_us"];
-        let (p50, p999) = (latency["p50"].as_f64().unwrap(), latency["p999"].as_f64().unwrap());
+        let (p50, p999) = (
+            latency["p50"].as_f64().unwrap(),
+            latency["p999"].as_f64().unwrap(),
+        );
         assert!(p50 > 0.0 && p50 <= p999, "{run}");
     }
     let result = epochdb(&["bench", "wal", "--impl", "spin"]);

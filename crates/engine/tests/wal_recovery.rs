@@ -173,7 +173,9 @@ fn wrong_directories_are_refused() {
         })
         .unwrap(),
     );
-    let err = Database::open(config(other.path())).unwrap_err().to_string();
+    let err = Database::open(config(other.path()))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("log or silor"), "{err}");
 }
 
@@ -351,7 +353,10 @@ fn every_acknowledged_commit_survives_simulated_crashes() {
             assert_eq!(mine.len() as u64, max, "seed {seed} worker {w}: hole");
         }
     }
-    assert!(acked_total > 100, "only {acked_total} commits were acknowledged");
+    assert!(
+        acked_total > 100,
+        "only {acked_total} commits were acknowledged"
+    );
 }
 
 #[test]
@@ -368,7 +373,9 @@ fn sync_error_fails_stop_and_read_only_tickets_wait_for_their_reads() {
         .unwrap();
     ticket.wait().unwrap();
     // A read-only transaction over durable data resolves.
-    let (_, ro) = worker.run(|tx| Ok(tx.get(table, b"safe")?.is_some())).unwrap();
+    let (_, ro) = worker
+        .run(|tx| Ok(tx.get(table, b"safe")?.is_some()))
+        .unwrap();
     assert!(ro.wait_timeout(Duration::from_secs(5)).unwrap());
 
     storage.fail_nth(FaultOp::Sync, 1, FaultKind::Eio);
@@ -378,9 +385,14 @@ fn sync_error_fails_stop_and_read_only_tickets_wait_for_their_reads() {
             Ok(())
         })
         .unwrap();
-    assert!(lost.wait().is_err(), "a commit whose sync failed was acknowledged");
+    assert!(
+        lost.wait().is_err(),
+        "a commit whose sync failed was acknowledged"
+    );
     // A reader of the unacknowledged write is never told it is durable.
-    let (seen, reader) = worker.run(|tx| Ok(tx.get(table, b"lost")?.is_some())).unwrap();
+    let (seen, reader) = worker
+        .run(|tx| Ok(tx.get(table, b"lost")?.is_some()))
+        .unwrap();
     assert!(seen);
     assert!(reader.wait().is_err());
     // Later commits fail at once.

@@ -37,7 +37,11 @@ pub(crate) struct WalArgs {
     #[arg(long, value_delimiter = ',', default_value = "65536,524288")]
     io_unit: Vec<usize>,
     /// Implementations, comma-separated: grasshopper, mutex, scan.
-    #[arg(long = "impl", value_delimiter = ',', default_value = "grasshopper,mutex,scan")]
+    #[arg(
+        long = "impl",
+        value_delimiter = ',',
+        default_value = "grasshopper,mutex,scan"
+    )]
     implementations: Vec<String>,
     /// Seconds per run.
     #[arg(long, default_value_t = 2.0)]

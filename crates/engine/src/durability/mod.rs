@@ -11,11 +11,11 @@ mod none;
 pub(crate) mod silor;
 pub(crate) mod wal;
 
+pub use epochdb_wal::{LogKind as WalLogKind, WalOptions};
 pub use none::NoDurability;
 pub use silor::inspect::{
     inspect_dir, inspect_file, Damage, DirSummary, FileFormat, InspectSummary,
 };
-pub use epochdb_wal::{LogKind as WalLogKind, WalOptions};
 pub use silor::{RecoveryReport, SilorOptions};
 
 use std::fmt;

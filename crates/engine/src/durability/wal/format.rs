@@ -189,7 +189,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record<'_>, DecodeError> {
                 writes,
             }
         }
-        kind => return Err(DecodeError::Malformed(format!("unknown record kind {kind}"))),
+        kind => {
+            return Err(DecodeError::Malformed(format!(
+                "unknown record kind {kind}"
+            )))
+        }
     };
     if r.at != bytes.len() {
         return Err(DecodeError::Malformed(format!(
@@ -219,9 +223,8 @@ mod tests {
         push_write(&mut out, TableId(1), b"k1", Some(b"v1"));
         push_write(&mut out, TableId(2), b"k2", None);
         finish_commit(&mut out, false, 2);
-        let expected_len = COMMIT_HEADER_BYTES
-            + write_bytes(b"k1", Some(b"v1"))
-            + write_bytes(b"k2", None);
+        let expected_len =
+            COMMIT_HEADER_BYTES + write_bytes(b"k1", Some(b"v1")) + write_bytes(b"k2", None);
         assert_eq!(out.len(), expected_len);
         match decode(&out).unwrap() {
             Record::Commit {

@@ -318,7 +318,9 @@ impl WalWorkerLog {
             }
             if count > 0 && scratch.len() + bytes > self.inner.part_budget {
                 format::finish_commit(scratch, false, count);
-                handle.append(&[scratch.as_slice()]).map_err(|e| wal_error(&e))?;
+                handle
+                    .append(&[scratch.as_slice()])
+                    .map_err(|e| wal_error(&e))?;
                 format::begin_commit(scratch, tag, tid);
                 count = 0;
             }
@@ -326,7 +328,9 @@ impl WalWorkerLog {
             count += 1;
         }
         format::finish_commit(scratch, true, count);
-        let range = handle.append(&[scratch.as_slice()]).map_err(|e| wal_error(&e))?;
+        let range = handle
+            .append(&[scratch.as_slice()])
+            .map_err(|e| wal_error(&e))?;
         Ok(range.end)
     }
 }

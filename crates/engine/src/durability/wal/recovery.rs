@@ -125,9 +125,11 @@ pub(crate) fn recover(
                         }
                     }
                     if !last {
-                        parts.entry((txn_tag, tid.raw())).or_default().extend(writes.iter().map(|w| {
-                            (w.table, w.key.to_vec(), w.value.map(<[u8]>::to_vec))
-                        }));
+                        parts.entry((txn_tag, tid.raw())).or_default().extend(
+                            writes
+                                .iter()
+                                .map(|w| (w.table, w.key.to_vec(), w.value.map(<[u8]>::to_vec))),
+                        );
                         continue;
                     }
                     if let Some(earlier) = parts.remove(&(txn_tag, tid.raw())) {
