@@ -23,7 +23,7 @@ use rand::{Rng, SeedableRng};
 /// Flags of `epochdb crashtest`.
 #[derive(Debug, Args)]
 pub(crate) struct CrashtestArgs {
-    /// Durability mode under test (log or silor).
+    /// Durability mode under test (log, silor or wal).
     #[arg(long, default_value = "silor")]
     durability: DurabilityKind,
     /// Kill-and-recover iterations.
@@ -95,7 +95,7 @@ fn config(mode: DurabilityKind, dirs: &[PathBuf], epoch_ms: u64, checkpoint_ms: 
 pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
     if !args.durability.is_durable() {
         return Err(format!(
-            "--durability {}: crash tests need a durable mode (log or silor)",
+            "--durability {}: crash tests need a durable mode (log, silor or wal)",
             args.durability
         ));
     }

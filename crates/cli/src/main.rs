@@ -34,7 +34,7 @@ enum Command {
     /// The child process of `crashtest` (internal).
     #[command(hide = true)]
     CrashtestChild(crashtest::ChildArgs),
-    /// Recover a log or silor database with every core and report the
+    /// Recover a log, silor or wal database with every core and report the
     /// time, the bytes read and the throughput.
     Recover(recover::RecoverArgs),
     /// Print any epochdb file in human-readable form, or summarize every

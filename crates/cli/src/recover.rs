@@ -27,7 +27,7 @@ pub(crate) struct RecoverArgs {
     /// Recovery threads in all (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
-    /// The mode to open the database with: log or silor.
+    /// The mode to open the database with: log, silor or wal.
     #[arg(long, default_value = "silor")]
     durability: DurabilityKind,
     /// Write the report as JSON here.
@@ -62,7 +62,7 @@ struct RecoverJson {
 pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
     if !args.durability.is_durable() {
         return Err(format!(
-            "--durability: {} keeps nothing to recover; use log or silor",
+            "--durability: {} keeps nothing to recover; use log, silor or wal",
             args.durability
         ));
     }
@@ -71,7 +71,7 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    check_dirs(&args.dir)?;
+    check_dirs(&args.dir, args.durability)?;
     let config = Config {
         durability: args.durability,
         dirs: args.dir.clone(),
@@ -122,9 +122,17 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
 
 /// Opening a missing directory would create an empty database and report
 /// a successful recovery of nothing: refuse instead.
-fn check_dirs(dirs: &[PathBuf]) -> Result<(), String> {
+fn check_dirs(dirs: &[PathBuf], mode: DurabilityKind) -> Result<(), String> {
     let first = &dirs[0];
-    if !first.join(CATALOG).is_file() {
+    if mode == DurabilityKind::Wal {
+        // The wal mode keeps its catalog in the log (`<dir>/wal/`).
+        if !first.join("wal").is_dir() {
+            return Err(format!(
+                "no epochdb wal database at {} (no wal directory)",
+                first.display()
+            ));
+        }
+    } else if !first.join(CATALOG).is_file() {
         return Err(format!(
             "no epochdb database at {} (no {CATALOG} file)",
             first.display()

@@ -141,7 +141,7 @@ fn durable_modes_compare_and_report_their_writes() {
 
 #[test]
 fn bad_flags_are_named() {
-    let result = epochdb(&["bench", "ycsb", "--durability", "wal"]);
+    let result = epochdb(&["bench", "ycsb", "--durability", "cpr"]);
     assert!(!result.status.success());
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(
@@ -196,4 +196,56 @@ fn fcc_json_has_one_run_per_algorithm_and_rate() {
     let result = epochdb(&["bench", "fcc", "--workload", "mmo"]);
     assert!(!result.status.success());
     assert!(String::from_utf8_lossy(&result.stderr).contains("--workload"));
+}
+
+#[test]
+fn wal_json_has_one_run_per_implementation_threads_and_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("wal.json");
+    let result = epochdb(&[
+        "bench",
+        "wal",
+        "--threads",
+        "1,2",
+        "--log-size",
+        "128,4096",
+        "--io-unit",
+        "65536",
+        "--buffer-bytes",
+        "4194304",
+        "--duration",
+        "0.3",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let report = json(&out);
+    assert!(report["disk_write_mb_s"].as_f64().unwrap() > 0.0);
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3 * 2 * 2);
+    let mut impls: Vec<&str> = runs.iter().map(|r| r["impl"].as_str().unwrap()).collect();
+    impls.sort_unstable();
+    impls.dedup();
+    assert_eq!(impls, ["grasshopper", "mutex", "scan"]);
+    for run in runs {
+        assert!(run["threads"].as_u64().is_some());
+        assert!(run["log_size"].as_u64().is_some());
+        assert!(run["throughput_txn_s"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(run["write_mb_s"].as_f64().unwrap() > 0.0, "{run}");
+        let latency = &run["commit_latency_us"];
+        let (p50, p999) = (
+            latency["p50"].as_f64().unwrap(),
+            latency["p999"].as_f64().unwrap(),
+        );
+        assert!(p50 > 0.0 && p50 <= p999, "{run}");
+    }
+    let result = epochdb(&["bench", "wal", "--impl", "spin"]);
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("--impl"));
 }

@@ -37,6 +37,11 @@ fn crashtest_silor_mode() {
 }
 
 #[test]
+fn crashtest_wal_mode() {
+    crashtest("wal");
+}
+
+#[test]
 fn crashtest_refuses_the_none_mode() {
     let output = Command::new(env!("CARGO_BIN_EXE_epochdb"))
         .args(["crashtest", "--durability", "none", "--iterations", "1"])

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use epochdb_storage::{RealStorage, Storage};
 
-use crate::durability::{DurabilityKind, DurabilityMode, SilorOptions};
+use crate::durability::{DurabilityKind, DurabilityMode, SilorOptions, WalOptions};
 use crate::error::OpenError;
 
 /// Default epoch length (silor-osdi14 §2.1: 40 ms).
@@ -42,6 +42,9 @@ pub struct Config {
     pub storage: Option<Arc<dyn Storage>>,
     /// Settings of the `log` and `silor` modes.
     pub silor: SilorOptions,
+    /// Settings of the `wal` mode's central log (hole tracker, I/O unit,
+    /// buffer, hop distance, file size; eleda §6.1's values by default).
+    pub wal: WalOptions,
 }
 
 impl std::fmt::Debug for Config {
@@ -60,6 +63,7 @@ impl std::fmt::Debug for Config {
             .field("max_attempts", &self.max_attempts)
             .field("storage", &self.storage)
             .field("silor", &self.silor)
+            .field("wal", &self.wal)
             .finish()
     }
 }
@@ -77,6 +81,7 @@ impl Default for Config {
             max_attempts: u32::MAX,
             storage: None,
             silor: SilorOptions::default(),
+            wal: WalOptions::default(),
         }
     }
 }
@@ -99,6 +104,17 @@ impl Config {
                 )));
             }
             self.silor.validate().map_err(OpenError::Config)?;
+            if self.durability == DurabilityKind::Wal {
+                if self.dirs.len() != 1 {
+                    return Err(OpenError::Config(format!(
+                        "the wal mode writes one central log: give exactly one directory, not {}",
+                        self.dirs.len()
+                    )));
+                }
+                self.wal
+                    .validate()
+                    .map_err(|e| OpenError::Config(e.to_string()))?;
+            }
         }
         if self.workers == 0 {
             return Err(OpenError::Config("workers must be at least 1".into()));

@@ -9,6 +9,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
 use crate::durability::silor::{self, SiloR};
+use crate::durability::wal::{self, WalMode};
 use crate::durability::{DurabilityKind, DurabilityMode, NoDurability, RecoveryReport};
 use crate::error::{DurabilityError, OpenError};
 use crate::pool::WorkerPool;
@@ -113,7 +114,22 @@ impl Database {
         match config.durability {
             DurabilityKind::None => Self::assemble(config, Arc::new(NoDurability), None, None),
             DurabilityKind::Log | DurabilityKind::Silor => Self::open_silor(config),
+            DurabilityKind::Wal => Self::open_wal(config),
         }
+    }
+
+    fn open_wal(config: Config) -> Result<Self, OpenError> {
+        let recovered = wal::recover(
+            config.storage(),
+            &config.dirs[0],
+            config.wal.clone(),
+            config.storage.is_none(),
+        )?;
+        let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
+        let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
+        let report = recovered.report.clone();
+        let mode = WalMode::start(recovered)?;
+        Self::assemble(config, mode, Some((epochs, tables)), Some(report))
     }
 
     fn open_silor(config: Config) -> Result<Self, OpenError> {

@@ -26,7 +26,7 @@ mod worker;
 
 pub use config::{Config, DEFAULT_EPOCH_INTERVAL, DEFAULT_MAX_WORKERS};
 pub use db::Database;
-pub use durability::{DurabilityKind, RecoveryReport, SilorOptions};
+pub use durability::{DurabilityKind, RecoveryReport, SilorOptions, WalLogKind, WalOptions};
 pub use error::{Abort, DurabilityError, OpenError, TxError};
 pub use pool::{Pending, WorkerPool};
 pub use table::TableId;

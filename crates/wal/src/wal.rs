@@ -436,6 +436,15 @@ impl ThreadHandle {
     pub fn last_lsn(&self) -> Lsn {
         self.last_end
     }
+
+    /// The next LSN the sequencer hands out: every entry reserved so far
+    /// (by any thread) ends at or below it. An engine acknowledges a
+    /// read-only transaction once SDL reaches this value read after the
+    /// transaction's reads, because a writer reserves its LSN before it
+    /// installs what was read.
+    pub fn reserved_lsn(&self) -> Lsn {
+        self.core.next_lsn.load(Acquire)
+    }
 }
 
 impl Drop for ThreadHandle {

@@ -1,5 +1,5 @@
 //! Crash tests over the simulated disk (DESIGN.md "How we know it works"):
-//! for many seeds, run the crash workload under `log` and `silor`, cut the
+//! for many seeds, run the crash workload under `log`, `silor` and `wal`, cut the
 //! power at a random moment (dropping or tearing unsynced data), or fail a
 //! write or sync with EIO/ENOSPC first, recover, and check that (a) every
 //! acknowledged commit survived and (b) the state is a durable prefix.
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use epochdb_engine::{Config, Database, DurabilityKind, SilorOptions, Ticket};
+use epochdb_engine::{Config, Database, DurabilityKind, SilorOptions, Ticket, WalOptions};
 use epochdb_storage::{CrashMode, FaultKind, FaultOp, SimStorage, Storage};
 use epochdb_workloads::crash::{check, CrashClient, CrashTables};
 use rand::rngs::SmallRng;
@@ -23,9 +23,22 @@ const SIM_SEEDS_DEFAULT: u64 = 60;
 const WORKERS: u32 = 2;
 
 fn open(storage: &SimStorage, mode: DurabilityKind) -> Result<Database, String> {
+    // The wal mode writes one central log, in one directory.
+    let dirs = if mode == DurabilityKind::Wal {
+        vec!["/db/a".into()]
+    } else {
+        vec!["/db/a".into(), "/db/b".into()]
+    };
     let config = Config {
         durability: mode,
-        dirs: vec!["/db/a".into(), "/db/b".into()],
+        dirs,
+        wal: WalOptions {
+            io_unit_bytes: 4 << 10,
+            buffer_bytes: 64 << 10,
+            hop_shift: 12,
+            file_max_bytes: 32 << 10,
+            ..WalOptions::default()
+        },
         storage: Some(Arc::new(storage.clone()) as Arc<dyn Storage>),
         epoch_interval: Duration::from_millis(1),
         workers: WORKERS as usize,
@@ -157,4 +170,9 @@ fn log_mode_survives_simulated_crashes() {
 #[test]
 fn silor_mode_survives_simulated_crashes() {
     run_mode(DurabilityKind::Silor);
+}
+
+#[test]
+fn wal_mode_survives_simulated_crashes() {
+    run_mode(DurabilityKind::Wal);
 }

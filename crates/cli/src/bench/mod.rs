@@ -6,6 +6,7 @@ mod fcc;
 mod plot;
 mod report;
 mod runner;
+mod wal;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,6 +30,10 @@ pub(crate) enum BenchCommand {
     /// Checkpoints for frequently-consistent applications (Cao et al.):
     /// overhead per checkpoint period and the mutator's latency peaks.
     Fcc(fcc::FccArgs),
+    /// ELEDA's logging microbenchmark (eleda §6.5.1): three records then a
+    /// commit per transaction; GRASSHOPPER, mutex and bitmap scan side by
+    /// side over threads, record sizes and I/O units.
+    Wal(wal::WalArgs),
 }
 
 /// Settings every engine benchmark shares.
@@ -140,6 +145,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
             run_modes(&args.common, &make, "YCSB")
         }
         BenchCommand::Fcc(args) => fcc::run(args),
+        BenchCommand::Wal(args) => wal::run(args),
         BenchCommand::Tpcc(args) => {
             let warehouses = args.warehouses.unwrap_or(args.common.threads as u32);
             let config = if args.small {

@@ -9,7 +9,9 @@
 
 mod none;
 pub(crate) mod silor;
+pub(crate) mod wal;
 
+pub use epochdb_wal::{LogKind as WalLogKind, WalOptions};
 pub use none::NoDurability;
 pub use silor::inspect::{
     inspect_dir, inspect_file, Damage, DirSummary, FileFormat, InspectSummary,
@@ -181,6 +183,9 @@ pub enum DurabilityKind {
     Log,
     /// Logging plus fuzzy parallel checkpoints ("SiloR", silor §3–5).
     Silor,
+    /// Redo records in ELEDA's central log with GRASSHOPPER
+    /// (eleda-pvldb17); tickets resolve at the storage-durable LSN.
+    Wal,
 }
 
 impl DurabilityKind {
@@ -189,6 +194,7 @@ impl DurabilityKind {
         DurabilityKind::None,
         DurabilityKind::Log,
         DurabilityKind::Silor,
+        DurabilityKind::Wal,
     ];
 
     /// The CLI spelling.
@@ -197,6 +203,7 @@ impl DurabilityKind {
             DurabilityKind::None => "none",
             DurabilityKind::Log => "log",
             DurabilityKind::Silor => "silor",
+            DurabilityKind::Wal => "wal",
         }
     }
 
@@ -222,7 +229,7 @@ impl std::str::FromStr for DurabilityKind {
             .find(|kind| kind.name() == text)
             .ok_or_else(|| {
                 let known: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
-                let planned = ["wal", "cpr"];
+                let planned = ["cpr"];
                 if planned.contains(&text) {
                     format!(
                         "durability mode '{text}' is not implemented yet (available: {})",

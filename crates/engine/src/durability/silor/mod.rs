@@ -41,7 +41,7 @@ use checkpoint::CheckpointManager;
 use files::CATALOG;
 use format::encode_catalog_table;
 use logger::{run_logger, Logger, LoggerShared, PepochWriter};
-pub(crate) use recovery::{recover, Recovered};
+pub(crate) use recovery::{create_dir_durably, lock_dirs, recover, Recovered};
 use worker_log::SilorWorkerLog;
 
 /// Settings of the `log` and `silor` modes (silor-osdi14 §3–5). The

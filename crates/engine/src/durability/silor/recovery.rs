@@ -90,7 +90,7 @@ pub(crate) struct Recovered {
 
 /// Takes an exclusive lock on `LOCK` in every (real) directory, so a second
 /// process cannot recover and write the same files while one runs.
-fn lock_dirs(dirs: &[PathBuf]) -> Result<Vec<std::fs::File>, DurabilityError> {
+pub(crate) fn lock_dirs(dirs: &[PathBuf]) -> Result<Vec<std::fs::File>, DurabilityError> {
     let mut locks = Vec::new();
     for dir in dirs {
         let path = dir.join(LOCK);
@@ -119,6 +119,24 @@ fn lock_dirs(dirs: &[PathBuf]) -> Result<Vec<std::fs::File>, DurabilityError> {
     Ok(locks)
 }
 
+/// Creates `dir` (and missing ancestors) if it does not exist; every
+/// directory created reaches its parent durably.
+pub(crate) fn create_dir_durably(storage: &dyn Storage, dir: &Path) -> Result<(), DurabilityError> {
+    if !storage.exists(dir).map_err(io)? {
+        let missing: Vec<&Path> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && !storage.exists(a).unwrap_or(false))
+            .collect();
+        storage.create_dir_all(dir).map_err(io)?;
+        for created in missing.iter().rev() {
+            if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
+                storage.sync_dir(parent).map_err(io)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn io(error: StorageError) -> DurabilityError {
     DurabilityError::from_storage(&error)
 }
@@ -145,27 +163,24 @@ pub(crate) fn recover(
 ) -> Result<Recovered, DurabilityError> {
     let started = Instant::now();
     for dir in dirs {
-        if !storage.exists(dir).map_err(io)? {
-            // Every directory created must reach its parent durably.
-            let missing: Vec<&Path> = dir
-                .ancestors()
-                .take_while(|a| !a.as_os_str().is_empty() && !storage.exists(a).unwrap_or(false))
-                .collect();
-            storage.create_dir_all(dir).map_err(io)?;
-            for created in missing.iter().rev() {
-                if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    storage.sync_dir(parent).map_err(io)?;
-                }
-            }
-        }
+        create_dir_durably(storage, dir)?;
     }
     let locks = if lock_real_dirs {
         lock_dirs(dirs)?
     } else {
         Vec::new()
     };
-    check_identities(storage, dirs)?;
     let dir0 = &dirs[0];
+    if storage
+        .exists(&dir0.join(crate::durability::wal::WAL_SUBDIR))
+        .map_err(io)?
+    {
+        return Err(DurabilityError::Incompatible(format!(
+            "{} holds a database written by the wal mode; open it with --durability wal",
+            dir0.display()
+        )));
+    }
+    check_identities(storage, dirs)?;
     let names = read_catalog(storage, dir0)?;
     let meta = read_meta(storage, dir0)?;
     let pepoch = read_pepoch(storage, dir0)?;

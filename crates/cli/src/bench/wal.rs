@@ -1,0 +1,316 @@
+//! `epochdb bench wal`: eleda §6.5.1's logging microbenchmark. Each
+//! transaction buffers three log records of `--log-size` bytes in the
+//! central log (three `append`s) and then commits (a 16-byte commit
+//! record with a callback); the thread does not wait but goes on with the
+//! next transaction ("transaction switching"), and the callback, run once
+//! the flusher made the commit durable, records the commit latency (from
+//! the transaction's first append). Every implementation (GRASSHOPPER, the
+//! global mutex, the bitmap scan) × thread count × record size × I/O unit
+//! runs back to back in one process on a fresh log, with the JSON of
+//! DESIGN.md's contract.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use epochdb_storage::{RealStorage, Storage};
+use epochdb_wal::{LogKind, Wal, WalOptions};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::report::write_json;
+
+/// `bench wal` flags.
+#[derive(Debug, Args)]
+pub(crate) struct WalArgs {
+    /// Database threads, comma-separated (the paper: 1 to 32).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    threads: Vec<usize>,
+    /// Bytes of each of the three log records per transaction,
+    /// comma-separated (the paper: 128 B to 8 KiB).
+    #[arg(long, value_delimiter = ',', default_value = "128,1024,8192")]
+    log_size: Vec<usize>,
+    /// Flusher I/O unit in bytes, comma-separated (the paper: 64 KiB and
+    /// 512 KiB).
+    #[arg(long, value_delimiter = ',', default_value = "65536,524288")]
+    io_unit: Vec<usize>,
+    /// Implementations, comma-separated: grasshopper, mutex, scan.
+    #[arg(
+        long = "impl",
+        value_delimiter = ',',
+        default_value = "grasshopper,mutex,scan"
+    )]
+    implementations: Vec<String>,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 2.0)]
+    duration: f64,
+    /// Log buffer bytes (the paper: 32 MiB).
+    #[arg(long, default_value_t = 32 << 20)]
+    buffer_bytes: usize,
+    /// Directory for the logs (each run uses a fresh subdirectory);
+    /// default: a fresh temporary directory.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+    p999: f64,
+}
+
+#[derive(Serialize)]
+struct Run {
+    #[serde(rename = "impl")]
+    implementation: String,
+    threads: usize,
+    log_size: usize,
+    io_unit: usize,
+    transactions: u64,
+    seconds: f64,
+    throughput_txn_s: f64,
+    write_mb_s: f64,
+    commit_latency_us: Percentiles,
+    flushes: u64,
+    crawl_ratio: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Config {
+    duration_s: f64,
+    buffer_bytes: usize,
+    records_per_txn: usize,
+    commit_record_bytes: usize,
+    cores: usize,
+}
+
+#[derive(Serialize)]
+struct Report {
+    disk_write_mb_s: f64,
+    config: Config,
+    runs: Vec<Run>,
+}
+
+const RECORDS_PER_TXN: usize = 3;
+const COMMIT_RECORD_BYTES: usize = 16;
+
+fn parse_kind(name: &str) -> Result<LogKind, String> {
+    match name {
+        "grasshopper" => Ok(LogKind::Grasshopper),
+        "mutex" => Ok(LogKind::Vanilla),
+        "scan" => Ok(LogKind::BitmapScan),
+        other => Err(format!(
+            "--impl {other}: unknown implementation (grasshopper, mutex, scan)"
+        )),
+    }
+}
+
+pub(crate) fn run(args: WalArgs) -> Result<(), String> {
+    let kinds: Vec<(String, LogKind)> = args
+        .implementations
+        .iter()
+        .map(|name| parse_kind(name).map(|k| (name.clone(), k)))
+        .collect::<Result<_, _>>()?;
+    if args.threads.contains(&0) || args.threads.is_empty() {
+        return Err("--threads must be at least 1".into());
+    }
+    if args.log_size.contains(&0) || args.log_size.is_empty() {
+        return Err("--log-size must be at least 1".into());
+    }
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        return Err("--duration must be positive".into());
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(&most) = args.threads.iter().max() {
+        if most + 2 > cores {
+            eprintln!(
+                "note: {most} database threads plus the log's worker and flusher threads on {cores} cores: the machine is oversubscribed, so throughput and latency measure time-sharing as much as the log"
+            );
+        }
+    }
+    let scratch;
+    let root = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => {
+            scratch = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+            scratch.path().to_path_buf()
+        }
+    };
+    std::fs::create_dir_all(&root).map_err(|e| format!("creating {}: {e}", root.display()))?;
+    let disk_write_mb_s = measure_disk(&root)?;
+    eprintln!("[wal] disk sequential write with fsync: {disk_write_mb_s:.0} MB/s");
+    println!(
+        "{:<12} {:>7} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "impl", "threads", "log B", "io unit", "txn/s", "MB/s", "p50 us", "p99 us", "p999 us"
+    );
+    let storage: Arc<dyn Storage> = Arc::new(RealStorage::new());
+    let mut runs = Vec::new();
+    let mut n = 0;
+    for &io_unit in &args.io_unit {
+        for &log_size in &args.log_size {
+            for &threads in &args.threads {
+                for (name, kind) in &kinds {
+                    n += 1;
+                    let dir = root.join(format!("wal-{n}"));
+                    let options = WalOptions {
+                        kind: *kind,
+                        io_unit_bytes: io_unit,
+                        buffer_bytes: args.buffer_bytes,
+                        ..WalOptions::default()
+                    };
+                    let run = one_run(&storage, &dir, options, threads, log_size, args.duration)
+                        .map_err(|e| format!("{name}, {threads} threads, {log_size} B: {e}"))?;
+                    let _ = std::fs::remove_dir_all(&dir);
+                    println!(
+                        "{:<12} {:>7} {:>8} {:>8} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                        name,
+                        threads,
+                        log_size,
+                        io_unit,
+                        run.throughput_txn_s,
+                        run.write_mb_s,
+                        run.commit_latency_us.p50,
+                        run.commit_latency_us.p99,
+                        run.commit_latency_us.p999
+                    );
+                    runs.push(Run {
+                        implementation: name.clone(),
+                        ..run
+                    });
+                }
+            }
+        }
+    }
+    if let Some(path) = &args.json {
+        let report = Report {
+            disk_write_mb_s,
+            config: Config {
+                duration_s: args.duration,
+                buffer_bytes: args.buffer_bytes,
+                records_per_txn: RECORDS_PER_TXN,
+                commit_record_bytes: COMMIT_RECORD_BYTES,
+                cores,
+            },
+            runs,
+        };
+        write_json(path, &report)?;
+        eprintln!("results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// The disk's sequential write bandwidth: 64 MiB in 512 KiB writes, then
+/// fsync, in MB/s.
+fn measure_disk(root: &Path) -> Result<f64, String> {
+    use std::io::Write;
+    let path = root.join("disk-probe");
+    let chunk = vec![0xa5u8; 512 << 10];
+    let started = Instant::now();
+    let mut file =
+        std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+    for _ in 0..128 {
+        file.write_all(&chunk)
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    file.sync_all()
+        .map_err(|e| format!("syncing {}: {e}", path.display()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    Ok((128 * chunk.len()) as f64 / 1e6 / seconds)
+}
+
+fn one_run(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    options: WalOptions,
+    threads: usize,
+    log_size: usize,
+    duration: f64,
+) -> Result<Run, String> {
+    let (wal, recovered) =
+        Wal::open(storage.clone(), dir, options.clone()).map_err(|e| e.to_string())?;
+    let first = recovered.end_lsn;
+    let stop = AtomicBool::new(false);
+    let committed = AtomicU64::new(0);
+    let failed = AtomicU64::new(0);
+    let record = vec![0x5au8; log_size];
+    let commit = [0xc0u8; COMMIT_RECORD_BYTES];
+    let latency = Mutex::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds"));
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let mut handle = wal.thread_handle();
+            let (stop, committed, failed, record, latency) =
+                (&stop, &committed, &failed, &record, &latency);
+            s.spawn(move || {
+                // The callbacks run on this thread; they share its histogram.
+                let mine = Arc::new(Mutex::new(
+                    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds"),
+                ));
+                let acked = Arc::new(AtomicU64::new(0));
+                while !stop.load(Ordering::Relaxed) {
+                    let begun = Instant::now();
+                    let mut ok = true;
+                    for _ in 0..RECORDS_PER_TXN {
+                        ok &= handle.append(&[record]).is_ok();
+                    }
+                    let (mine2, acked2) = (mine.clone(), acked.clone());
+                    let result = handle.commit(&[&commit], move |r| {
+                        if r.is_ok() {
+                            let us = begun.elapsed().as_micros() as u64;
+                            let _ = mine2.lock().expect("not poisoned").record(us.max(1));
+                            acked2.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                    if !ok || result.is_err() {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                }
+                drop(handle); // waits until durable, runs the last callbacks
+                committed.fetch_add(acked.load(Ordering::Relaxed), Ordering::Relaxed);
+                latency
+                    .lock()
+                    .expect("not poisoned")
+                    .add(&*mine.lock().expect("not poisoned"))
+                    .expect("same bounds");
+            });
+        }
+        std::thread::sleep(Duration::from_secs_f64(duration));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let stats = wal.stats();
+    wal.shutdown().map_err(|e| e.to_string())?;
+    if failed.load(Ordering::Relaxed) > 0 {
+        return Err("the log failed during the run".into());
+    }
+    let transactions = committed.load(Ordering::Relaxed);
+    let latency = latency.into_inner().expect("not poisoned");
+    let moved = stats.hop_bytes + stats.crawl_bytes;
+    Ok(Run {
+        implementation: String::new(),
+        threads,
+        log_size,
+        io_unit: options.io_unit_bytes,
+        transactions,
+        seconds,
+        throughput_txn_s: transactions as f64 / seconds,
+        write_mb_s: (stats.durable_lsn - first) as f64 / 1e6 / seconds,
+        commit_latency_us: Percentiles {
+            p50: latency.value_at_quantile(0.5) as f64,
+            p99: latency.value_at_quantile(0.99) as f64,
+            p999: latency.value_at_quantile(0.999) as f64,
+        },
+        flushes: stats.flushes,
+        crawl_ratio: (options.kind == LogKind::Grasshopper && moved > 0)
+            .then(|| stats.crawl_bytes as f64 / moved as f64),
+    })
+}
