@@ -53,7 +53,7 @@ echo "# sitting $(date -u +%FT%TZ) on $(nproc) cores" | tee "$out/sitting.txt"
 if [ -z "$default_epoch" ]; then
 echo -e "mode\tepoch_ms\trepeat\trps\tp50_ms" > "$out/sweep.tsv"
 for r in $(seq "$repeats"); do
-  for mode in silor log; do
+  for mode in silor log wal; do
     for e in 1 2 5 10 40; do
       n=$(( 200000 / e )); [ $n -lt 4000 ] && n=4000
       start_epochdb $mode $e
@@ -66,17 +66,17 @@ done
 exit 0
 fi
 echo -e "target\ttest\tpipeline\trepeat\trps\tp50_ms" > "$out/compare.tsv"
-# epochdb-silor ends epochs early for waiting replies (the default,
-# --epoch-min-us 500); epochdb-silor-fixed keeps fixed epochs.
-targets=(epochdb-silor epochdb-silor-fixed epochdb-log epochdb-none redis-always redis-everysec redis-none)
+# epochdb-* run serve's defaults (fixed epochs); epochdb-silor-kick adds
+# the experimental --epoch-min-us 500 (a waiting reply ends its epoch early).
+targets=(epochdb-silor epochdb-silor-kick epochdb-log epochdb-wal epochdb-none redis-always redis-everysec redis-none)
 for r in $(seq "$repeats"); do
   # Rotate the order each repeat so no target always runs first or last.
   for i in $(seq 0 $(( ${#targets[@]} - 1 ))); do
     t=${targets[$(( (i + r - 1) % ${#targets[@]} ))]}
     for p in 1 16; do
       case $t in
-        epochdb-silor-fixed) start_epochdb silor "$default_epoch" 0 ;;
-        epochdb-*) start_epochdb "${t#epochdb-}" "$default_epoch" 500 ;;
+        epochdb-silor-kick) start_epochdb silor "$default_epoch" 500 ;;
+        epochdb-*) start_epochdb "${t#epochdb-}" "$default_epoch" 0 ;;
         redis-*) start_redis "${t#redis-}" ;;
       esac
       for test in set get incr mset; do

@@ -377,7 +377,7 @@ pub(crate) async fn save(state: &Arc<State>) -> Result<(), String> {
 
 /// BGSAVE: starts a checkpoint and returns.
 pub(crate) fn bgsave(state: &Arc<State>) -> Result<(), String> {
-    if !state.db.config().durability.is_durable() {
+    if !takes_checkpoints(state) {
         return Err(no_checkpoints(state));
     }
     if state.bgsave_running.swap(true, Ordering::SeqCst) {
@@ -393,6 +393,11 @@ pub(crate) fn bgsave(state: &Arc<State>) -> Result<(), String> {
     Ok(())
 }
 
+/// Only `silor` checkpoints (`log` and `wal` replay their whole log).
+fn takes_checkpoints(state: &State) -> bool {
+    state.db.config().durability == epochdb_engine::DurabilityKind::Silor
+}
+
 fn no_checkpoints(state: &State) -> String {
     format!(
         "ERR durability mode '{}' takes no checkpoints (use --durability silor)",
@@ -401,7 +406,7 @@ fn no_checkpoints(state: &State) -> String {
 }
 
 fn checkpoint(state: &State) -> Result<(), String> {
-    if !state.db.config().durability.is_durable() {
+    if !takes_checkpoints(state) {
         return Err(no_checkpoints(state));
     }
     let begun = Instant::now();

@@ -27,7 +27,7 @@ pub struct Settings {
     pub port: u16,
     /// Addresses to listen on.
     pub bind: Vec<IpAddr>,
-    /// The durability mode.
+    /// The durability mode (`none`, `log`, `silor`, `wal`).
     pub durability: DurabilityKind,
     /// When writes are acknowledged.
     pub ack: Ack,
