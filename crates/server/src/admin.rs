@@ -343,7 +343,7 @@ pub(crate) fn info(state: &State, args: &[Bytes], out: &mut Out<'_>) {
         let s = &state.stats;
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nprotocol_errors:{}\r\noutput_limit_disconnects:{}\r\ntimeout_disconnects:{}\r\ndurable_acks:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nprotocol_errors:{}\r\noutput_limit_disconnects:{}\r\ntimeout_disconnects:{}\r\ndurable_acks:{}\r\nexpired_keys:{}\r\n\r\n",
             s.connections_received.load(Ordering::Relaxed),
             s.commands_processed.load(Ordering::Relaxed),
             s.rejected_connections.load(Ordering::Relaxed),
@@ -351,6 +351,7 @@ pub(crate) fn info(state: &State, args: &[Bytes], out: &mut Out<'_>) {
             s.output_limit_disconnects.load(Ordering::Relaxed),
             s.timeouts.load(Ordering::Relaxed),
             s.durable_acks.load(Ordering::Relaxed),
+            s.expired_keys.load(Ordering::Relaxed),
         );
     }
     if show("keyspace") {

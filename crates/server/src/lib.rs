@@ -22,6 +22,7 @@ mod conn;
 mod cursor;
 mod data;
 mod engine_thread;
+mod expire;
 mod glob;
 mod output;
 pub mod resp;

@@ -55,6 +55,8 @@ pub struct Stats {
     pub timeouts: AtomicU64,
     /// Commits acknowledged only after they became durable.
     pub durable_acks: AtomicU64,
+    /// Expired keys deleted by the background sweep.
+    pub expired_keys: AtomicU64,
 }
 
 /// What every connection shares.
@@ -310,6 +312,7 @@ async fn accept_all(
             state.begin_shutdown();
         });
     }
+    tokio::spawn(crate::expire::sweep(state.clone()));
     let mut accepts = Vec::new();
     for listener in listeners {
         accepts.push(tokio::spawn(accept_loop(state.clone(), listener)));

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Expiry is lazy, as in Redis: an expired key reads as missing, and a
-//! background sweep deletes expired keys in small transactions.
+//! background sweep (`expire.rs`) deletes expired keys in small
+//! transactions.
 
 /// Tag of a string without a time to live.
 const PLAIN: u8 = 0;

@@ -107,6 +107,34 @@ fn strings_counters_and_expiry_answer_like_redis() {
 }
 
 #[test]
+fn expired_keys_nobody_touches_are_swept() {
+    let server = start(in_memory());
+    let mut c = Client::connect(server.local_addr());
+    for i in 0..50 {
+        assert_eq!(c.run(&format!("SET gone{i} v PX 20")), Reply::ok());
+    }
+    c.run("SET stays v");
+    let expired = || {
+        server
+            .state()
+            .stats
+            .expired_keys
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while expired() < 50 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        expired(),
+        50,
+        "the sweep deletes every expired key, and only those"
+    );
+    assert_eq!(c.run("DBSIZE"), Reply::Int(1));
+    assert_eq!(c.run("GET stays"), bulk("v"));
+}
+
+#[test]
 fn scan_visits_every_key_once_across_cursors_and_keys_matches_globs() {
     let server = start(in_memory());
     let mut c = Client::connect(server.local_addr());
