@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use epochdb_engine::{DurabilityError, Ticket, Tid, TxError};
+use epochdb_engine::{DurabilityError, OpenError, Ticket, Tid, TxError};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
@@ -484,17 +484,7 @@ async fn execute(
                     )
                 })
             });
-            match outcome {
-                Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, output),
-                Ok(Err(e)) => {
-                    batch.truncate(reply_at);
-                    Out::new(batch, resp3).error(&tx_error(&e));
-                }
-                Err(e) => {
-                    batch.truncate(reply_at);
-                    Out::new(batch, resp3).error(&format!("ERR {e}"));
-                }
-            }
+            conclude(state, resp3, outcome, batch, reply_at, output);
         }
     }
     Next::Continue
@@ -580,6 +570,20 @@ fn run_exec(
             Ok(())
         })
     });
+    conclude(state, resp3, outcome, batch, reply_at, output);
+}
+
+/// Finishes a command run as a transaction: its reply (at
+/// `batch[reply_at..]`) goes out or is held for durability; a transaction
+/// that could not commit is answered with an error instead.
+fn conclude(
+    state: &State,
+    resp3: bool,
+    outcome: Result<Result<((), Ticket), TxError>, OpenError>,
+    batch: &mut Vec<u8>,
+    reply_at: usize,
+    output: &mut Output,
+) {
     match outcome {
         Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, output),
         Ok(Err(e)) => {
