@@ -128,7 +128,7 @@ impl Database {
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
         let report = recovered.report.clone();
-        let mode = WalMode::start(recovered)?;
+        let mode = WalMode::start(recovered, &config, epochs.clone(), tables.clone())?;
         Self::assemble(config, mode, Some((epochs, tables)), Some(report))
     }
 

@@ -223,6 +223,32 @@ impl Record {
         }
     }
 
+    /// Like [`Self::read`], but also waits while an absent record is
+    /// locked (an insert or a revival in flight), so the snapshot is never
+    /// taken under a lock. Checkpoints use it: a commit that reserved its
+    /// log position before the checkpoint started has locked its records
+    /// before the scan reads them (`durability/wal/checkpoint.rs`), and
+    /// waiting for the unlock makes the scan see its result. The wait can
+    /// last as long as the transaction holding a placeholder lock runs.
+    pub(crate) fn read_settled(&self, arena: &mut Arena) -> Snapshot {
+        let mut iteration = 0;
+        while self.word.load(Ordering::Acquire) & LOCK_BIT != 0 {
+            backoff(iteration);
+            iteration += 1;
+        }
+        loop {
+            let snapshot = self.read(arena);
+            if snapshot.word & LOCK_BIT == 0 {
+                return snapshot;
+            }
+            // Absent and locked again: wait for that unlock too.
+            while self.word.load(Ordering::Acquire) & LOCK_BIT != 0 {
+                backoff(iteration);
+                iteration += 1;
+            }
+        }
+    }
+
     /// Reads a consistent `(word, value)`, copying the value into `arena`.
     /// Waits while a writer holds the lock of a present record; a locked
     /// absent record (an insert in flight) reads as absent at once —

@@ -10,7 +10,7 @@
 //! | `state`    | `Wal::shutdown`, the flusher on stop or failure | all     |
 
 use std::sync::atomic::AtomicU64 as StatU64;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
 use crossbeam_utils::CachePadded;
 
@@ -146,7 +146,11 @@ impl Core {
     /// waits until their ring space is flushed.
     pub(crate) fn reserve(&self, len: u64) -> Result<u64, WalError> {
         self.check_open()?;
-        let lsn = self.next_lsn.fetch_add(len, Relaxed);
+        // AcqRel (one `lock xadd` on x86 either way): a thread that loads
+        // the sequencer (Acquire) and sees this reservation also sees what
+        // the reserving thread did before it (e.g. locking the records it
+        // logs) — the engine's checkpoints rely on it.
+        let lsn = self.next_lsn.fetch_add(len, AcqRel);
         self.wait_space(lsn, len)?;
         Ok(lsn)
     }

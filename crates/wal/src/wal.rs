@@ -151,6 +151,12 @@ impl Wal {
         self.core.sdl.load(Acquire)
     }
 
+    /// The next LSN the sequencer hands out (see
+    /// [`ThreadHandle::reserved_lsn`]).
+    pub fn reserved_lsn(&self) -> Lsn {
+        self.core.next_lsn.load(Acquire)
+    }
+
     /// SBL: every entry ending at or below it is in the buffer.
     pub fn buffered_lsn(&self) -> Lsn {
         self.core.sbl.load(Acquire)

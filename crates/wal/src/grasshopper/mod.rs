@@ -90,16 +90,65 @@ mod loom_tests {
     use loom::sync::atomic::AtomicUsize;
     use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 
+    /// The flusher's step: copy `[flushed, SBL)` out of the ring, check
+    /// that it is whole entries, publish SDL. Returns whether it moved.
+    fn flush_step(ring: &Ring, sbl: &AtomicU64, sdl: &AtomicU64, flushed: &mut Vec<u8>) -> bool {
+        let upto = sbl.load(Acquire);
+        let from = flushed.len() as u64;
+        assert!(upto >= from, "SBL went backwards");
+        if upto == from {
+            return false;
+        }
+        // SAFETY: below an SBL loaded with Acquire; loom checks.
+        unsafe {
+            ring.read(from, (upto - from) as usize, |s| {
+                flushed.extend_from_slice(s)
+            })
+        };
+        // The flushed prefix is whole entries (straddling rule).
+        let mut at = 0usize;
+        while at < flushed.len() {
+            let len = flushed[at] as usize;
+            assert!(len > 0, "flushed an unwritten byte at {at}");
+            let tag = flushed.get(at + 1).copied();
+            assert!(at + len <= flushed.len(), "flush split the entry at {at}");
+            for b in &flushed[at + 1..at + len] {
+                assert_eq!(Some(*b), tag, "entry at {at} mixed with another");
+            }
+            at += len;
+        }
+        sdl.store(upto, SeqCst);
+        true
+    }
+
     /// One model: `threads[i]` lists the entry sizes thread `i` appends.
-    fn model(ring_bytes: u64, hop_shift: u32, bound: usize, threads: &'static [&'static [u64]]) {
+    ///
+    /// Polling loops make loom's state space explode (every empty poll is a
+    /// new branch), so the worker and the flusher run a bounded number of
+    /// rounds *concurrently* with the writers (`worker_rounds`,
+    /// `flusher_rounds`, each round one Algorithm 1 pass or one flush,
+    /// without waiting), and the pipeline is drained single-threaded after
+    /// the joins. Every interleaving of those rounds with the writers'
+    /// enqueues and garbage collection is explored. The ring is large
+    /// enough that writers never wait for space (`ring_bytes ≥ total`)
+    /// unless `wraps`, in which case the flusher polls until all is
+    /// flushed (a larger model).
+    fn model(
+        ring_bytes: u64,
+        hop_shift: u32,
+        bound: usize,
+        worker_rounds: usize,
+        flusher_rounds: usize,
+        threads: &'static [&'static [u64]],
+    ) {
         let mut builder = loom::model::Builder::new();
         if builder.preemption_bound.is_none() {
             builder.preemption_bound = Some(bound);
         }
-        // The worker and the flusher poll (yielding); allow for it.
         builder.max_branches = 100_000;
         builder.check(move || {
             let total: u64 = threads.iter().flat_map(|t| t.iter()).sum();
+            let wraps = ring_bytes < total;
             let ring = Arc::new(Ring::new(ring_bytes as usize));
             let next_lsn = Arc::new(AtomicU64::new(0));
             let sbl = Arc::new(AtomicU64::new(0));
@@ -149,50 +198,51 @@ mod loom_tests {
                 let (gh, sbl) = (gh.clone(), sbl.clone());
                 loom::thread::spawn(move || {
                     let mut w = worker::GhWorker::new(0);
-                    let mut backoff = Backoff::new();
-                    while w.sbl() < total {
-                        if !w.advance(&gh, &sbl) {
-                            backoff.snooze();
+                    if wraps {
+                        let mut backoff = Backoff::new();
+                        while w.sbl() < total {
+                            if !w.advance(&gh, &sbl) {
+                                backoff.snooze();
+                            }
+                        }
+                    } else {
+                        for _ in 0..worker_rounds {
+                            w.advance(&gh, &sbl);
                         }
                     }
+                    w
                 })
             };
-            // The flusher.
             let mut flushed: Vec<u8> = Vec::new();
-            let mut backoff = Backoff::new();
-            while (flushed.len() as u64) < total {
-                let upto = sbl.load(Acquire);
-                let from = flushed.len() as u64;
-                assert!(upto >= from, "SBL went backwards");
-                if upto == from {
-                    backoff.snooze();
-                    continue;
-                }
-                // SAFETY: below an SBL loaded with Acquire; loom checks.
-                unsafe {
-                    ring.read(from, (upto - from) as usize, |s| {
-                        flushed.extend_from_slice(s)
-                    })
-                };
-                // The flushed prefix is whole entries (straddling rule).
-                let mut at = 0usize;
-                while at < flushed.len() {
-                    let len = flushed[at] as usize;
-                    assert!(len > 0, "flushed an unwritten byte at {at}");
-                    let tag = flushed.get(at + 1).copied();
-                    assert!(at + len <= flushed.len(), "flush split the entry at {at}");
-                    for b in &flushed[at + 1..at + len] {
-                        assert_eq!(Some(*b), tag, "entry at {at} mixed with another");
+            if wraps {
+                let mut backoff = Backoff::new();
+                while (flushed.len() as u64) < total {
+                    if !flush_step(&ring, &sbl, &sdl, &mut flushed) {
+                        backoff.snooze();
                     }
-                    at += len;
                 }
-                sdl.store(upto, SeqCst);
+            } else {
+                for _ in 0..flusher_rounds {
+                    flush_step(&ring, &sbl, &sdl, &mut flushed);
+                }
             }
-            worker.join().unwrap();
-            // The owners are done (join: happens-before); the last gc on
-            // their behalf runs here, with the final SDL.
+            // The owners are done (join: happens-before).
+            let mut owners = Vec::new();
             for j in joins {
-                let (list, last_end) = j.join().unwrap();
+                owners.push(j.join().unwrap());
+            }
+            // Drain what the bounded rounds left, single-threaded.
+            let mut w = worker.join().unwrap();
+            while w.sbl() < total {
+                assert!(
+                    w.advance(&gh, &sbl),
+                    "worker stuck below {total} once all enqueued"
+                );
+            }
+            while (flushed.len() as u64) < total {
+                assert!(flush_step(&ring, &sbl, &sdl, &mut flushed));
+            }
+            for (list, last_end) in owners {
                 assert!(last_end <= sdl.load(SeqCst));
                 // SAFETY: the owner thread has ended.
                 unsafe { list.collect(sdl.load(Acquire)) };
@@ -202,18 +252,25 @@ mod loom_tests {
         });
     }
 
+    /// The smallest model: two writers, one entry each, the second
+    /// straddling a 4-byte range boundary.
+    #[test]
+    fn loom_two_threads_one_entry_each() {
+        model(16, 2, 2, 2, 2, &[&[3], &[5]]);
+    }
+
     /// Two threads, entries straddling 4-byte ranges: hopping, the
     /// straddling rule and crawling all happen.
     #[test]
     fn loom_two_threads_straddling() {
-        model(16, 2, 2, &[&[3, 5], &[6]]);
+        model(16, 2, 2, 2, 2, &[&[3, 5], &[6]]);
     }
 
     /// A ring smaller than the log: writers wait for the flusher, and the
     /// hopping index's slots are reused across laps.
     #[test]
     fn loom_two_threads_ring_wraps() {
-        model(8, 2, 2, &[&[3, 4], &[5, 2]]);
+        model(8, 2, 1, 0, 0, &[&[3, 4], &[5, 2]]);
     }
 
     /// Three threads with one entry each: the LSN-heap orders three heads.
@@ -221,6 +278,6 @@ mod loom_tests {
     /// for over ten minutes without finishing).
     #[test]
     fn loom_three_threads_one_entry_each() {
-        model(16, 2, 1, &[&[3], &[4], &[5]]);
+        model(16, 2, 2, 1, 1, &[&[3], &[4], &[5]]);
     }
 }

@@ -8,6 +8,13 @@
 //! waits until `e_h ≤ e_p`, installs the checkpoint by writing its metadata
 //! atomically, then removes the previous checkpoint and every log file
 //! wholly below `e_l` (§4.3).
+//!
+//! The same checkpoints serve the `wal` mode (eleda; issue 4's "reuse the
+//! fuzzy checkpoints of the silor mode"): what differs between the modes —
+//! what the checkpoint must leave out, when its content is durable, which
+//! log it makes unneeded — is behind [`CheckpointHost`]. For `silor` the
+//! positions in the metadata are epochs (`e_l`, `e_h`); for `wal` they are
+//! LSNs (replay start, durable-through end).
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -16,8 +23,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use epochdb_epoch::EpochHandle;
-use epochdb_storage::{StorageError, StorageFile};
+use epochdb_epoch::{EpochHandle, EpochManager};
+use epochdb_storage::{Storage, StorageError, StorageFile};
 use parking_lot::{Condvar, Mutex};
 
 use super::files::{
@@ -25,7 +32,7 @@ use super::files::{
     CHECKPOINT_META,
 };
 use super::format::{put_ckpt_record, seal_ckpt_block, start_ckpt_block, CheckpointMeta};
-use super::Inner;
+use super::{Inner, SilorOptions, Stats};
 use crate::arena::Arena;
 use crate::db::TableList;
 use crate::error::DurabilityError;
@@ -34,6 +41,116 @@ use crate::tid::{tid_of, ABSENT_BIT};
 
 /// Records a checkpointer copies between two epoch refreshes.
 const RECORDS_PER_SCAN: usize = 512;
+
+/// What a checkpoint fixed before reading its first record.
+pub(crate) struct CheckpointStart {
+    /// Recorded as the metadata's `e_l`: where recovery starts replaying
+    /// the log (an epoch for `silor`, an LSN for `wal`).
+    pub(crate) replay_from: u64,
+    /// Records whose TID epoch is at least this are left out (the log
+    /// replays them); `u64::MAX` leaves nothing out.
+    pub(crate) skip_epoch: u64,
+    /// The tables the checkpoint covers (a prefix of the table list).
+    pub(crate) tables: usize,
+}
+
+/// The durability mode a checkpoint serves.
+pub(crate) trait CheckpointHost: Send + Sync + 'static {
+    fn storage(&self) -> &dyn Storage;
+    /// One checkpointer per directory; the metadata lives in the first.
+    fn dirs(&self) -> &[PathBuf];
+    /// `C`, `m`, block and sync sizes.
+    fn options(&self) -> &SilorOptions;
+    fn epochs(&self) -> &EpochManager;
+    fn stats(&self) -> &Stats;
+    fn is_stopped(&self) -> bool;
+    /// Fail-stop on a checkpoint I/O error.
+    fn fail(&self, error: &StorageError);
+    /// Fixes what the checkpoint must contain; returns once every record
+    /// the checkpointers will read is either final below `replay_from` or
+    /// is replayed from the log. `None`: stopped while waiting.
+    fn begin(&self, stopped: &dyn Fn() -> bool) -> Option<CheckpointStart>;
+    /// After every checkpointer finished: a position (the metadata's `e_h`)
+    /// such that everything the checkpoint read is in the log below it.
+    fn end(&self) -> u64;
+    /// Whether the log is durable through `end`'s position.
+    fn is_durable(&self, end: u64) -> bool;
+    /// After the checkpoint is installed: removes the log it made
+    /// unneeded.
+    fn remove_old_log(&self, meta: &CheckpointMeta) -> Result<(), StorageError>;
+}
+
+impl CheckpointHost for Inner {
+    fn storage(&self) -> &dyn Storage {
+        self.storage.as_ref()
+    }
+    fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+    fn options(&self) -> &SilorOptions {
+        &self.options
+    }
+    fn epochs(&self) -> &EpochManager {
+        &self.epochs
+    }
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    fn is_stopped(&self) -> bool {
+        Inner::is_stopped(self)
+    }
+    fn fail(&self, error: &StorageError) {
+        Inner::fail(self, error)
+    }
+
+    /// `e_l`, then wait until no transaction of an earlier epoch is still
+    /// installing values: every record a checkpointer can see from then on
+    /// is either final for epochs < `e_l` or from an epoch the log replays.
+    fn begin(&self, stopped: &dyn Fn() -> bool) -> Option<CheckpointStart> {
+        let tables = usize::MAX;
+        let e_l = self.epochs.current();
+        while self.epochs.compute_safe() + 1 < e_l {
+            if stopped() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Some(CheckpointStart {
+            replay_from: e_l,
+            skip_epoch: e_l,
+            tables,
+        })
+    }
+
+    /// `e_h`: every checkpointer finished during or before this epoch.
+    fn end(&self) -> u64 {
+        self.epochs.current()
+    }
+
+    /// Install only once the log is durable through `e_h` (§4.2).
+    fn is_durable(&self, e_h: u64) -> bool {
+        self.persistent_epoch() >= e_h
+    }
+
+    /// Every log file wholly below `e_l` (§4.3).
+    fn remove_old_log(&self, meta: &CheckpointMeta) -> Result<(), StorageError> {
+        let storage = self.storage.as_ref();
+        for dir in &self.dirs {
+            let mut removed = false;
+            for name in storage.list(dir)? {
+                if matches!(parse_log_name(&name), Some(LogName::Old { epoch }) if epoch < meta.e_l)
+                {
+                    storage.remove(&dir.join(&name))?;
+                    removed = true;
+                }
+            }
+            if removed {
+                storage.sync_dir(dir)?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Requests and results shared between the manager and its callers.
 #[derive(Default)]
@@ -59,7 +176,7 @@ pub(crate) struct CheckpointManager {
 
 impl CheckpointManager {
     pub(crate) fn start(
-        inner: Arc<Inner>,
+        inner: Arc<dyn CheckpointHost>,
         tables: TableList,
         next_id: u64,
     ) -> Result<Self, std::io::Error> {
@@ -107,11 +224,16 @@ impl CheckpointManager {
     }
 }
 
-fn manage(inner: Arc<Inner>, tables: TableList, control: Arc<Control>, mut next_id: u64) {
+fn manage(
+    inner: Arc<dyn CheckpointHost>,
+    tables: TableList,
+    control: Arc<Control>,
+    mut next_id: u64,
+) {
     loop {
         let covers = {
             let mut state = control.state.lock();
-            let deadline = Instant::now() + inner.options.checkpoint_interval;
+            let deadline = Instant::now() + inner.options().checkpoint_interval;
             while !state.stop && state.requested <= state.finished {
                 if control.changed.wait_until(&mut state, deadline).timed_out() {
                     break;
@@ -125,7 +247,7 @@ fn manage(inner: Arc<Inner>, tables: TableList, control: Arc<Control>, mut next_
             // This checkpoint answers every request made before it starts.
             state.requested
         };
-        let result = take_checkpoint(&inner, &tables, &control, next_id);
+        let result = take_checkpoint(inner.as_ref(), &tables, &control, next_id);
         next_id += 1;
         let mut state = control.state.lock();
         state.finished = state.finished.max(covers);
@@ -145,24 +267,23 @@ fn stopped(control: &Control) -> bool {
 /// One checkpointer's result.
 struct Written {
     files: Vec<(u32, String, u64)>,
-    epoch: u64,
     bytes: u64,
 }
 
 /// Takes checkpoint `id` and installs it.
 fn take_checkpoint(
-    inner: &Arc<Inner>,
+    inner: &dyn CheckpointHost,
     tables: &TableList,
     control: &Control,
     id: u64,
 ) -> Result<(), DurabilityError> {
-    inner.stats.checkpointing.store(true, Ordering::Relaxed);
+    inner.stats().checkpointing.store(true, Ordering::Relaxed);
     let started = Instant::now();
     let result = write_and_install(inner, tables, control, id);
-    inner.stats.checkpointing.store(false, Ordering::Relaxed);
+    inner.stats().checkpointing.store(false, Ordering::Relaxed);
     if result.is_ok() {
         inner
-            .stats
+            .stats()
             .checkpoint_micros
             .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     }
@@ -187,43 +308,36 @@ impl From<StorageError> for CheckpointError {
 }
 
 fn write_and_install(
-    inner: &Arc<Inner>,
+    inner: &dyn CheckpointHost,
     tables: &TableList,
     control: &Control,
     id: u64,
 ) -> Result<(), CheckpointError> {
-    let tables: Vec<Arc<Table>> = tables.read().clone();
-    let n = inner.dirs.len();
-    let m = inner.options.files_per_table(n);
-
-    // e_l, then wait until no transaction of an earlier epoch is still
-    // installing values: every record a checkpointer can see from then on
-    // is either final for epochs < e_l or from an epoch the log replays.
-    let e_l = inner.epochs.current();
-    let mut handle = inner
-        .epochs
-        .register()
-        .map_err(|_| CheckpointError::Stopped)?;
-    while inner.epochs.compute_safe() + 1 < e_l {
-        if stopped(control) || inner.is_stopped() {
-            return Err(CheckpointError::Stopped);
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let n = inner.dirs().len();
+    let m = inner.options().files_per_table(n);
+    let stop = || stopped(control) || inner.is_stopped();
+    let start = inner.begin(&stop).ok_or(CheckpointError::Stopped)?;
+    let tables: Vec<Arc<Table>> = tables.read().iter().take(start.tables).cloned().collect();
 
     // Partition each table into n roughly equal key ranges.
+    let mut handle = inner
+        .epochs()
+        .register()
+        .map_err(|_| CheckpointError::Stopped)?;
     handle.protect();
     let partitions: Vec<Vec<Vec<u8>>> = tables.iter().map(|t| t.split_keys(n)).collect();
     handle.unprotect();
     drop(handle);
 
+    let skip_epoch = start.skip_epoch;
     let results: Vec<Result<Written, CheckpointError>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..n)
             .map(|index| {
                 let (tables, partitions) = (&tables, &partitions);
                 scope.spawn(move || {
                     yield_to_workers();
-                    Checkpointer::new(inner, index, id, m, e_l)?.run(tables, partitions, control)
+                    Checkpointer::new(inner, index, id, m, skip_epoch)?
+                        .run(tables, partitions, control)
                 })
             })
             .collect();
@@ -233,57 +347,52 @@ fn write_and_install(
             .collect()
     });
     let mut files = Vec::new();
-    let mut e_h = e_l;
     let mut bytes = 0;
     for result in results {
         let written = result?;
         files.extend(written.files);
-        e_h = e_h.max(written.epoch);
         bytes += written.bytes;
     }
+    let end = inner.end();
 
-    // Install only once the log is durable through e_h (§4.2).
-    while inner.persistent_epoch() < e_h {
-        if stopped(control) || inner.is_stopped() {
+    // Install only once everything the checkpoint read is durable in the
+    // log (§4.2's e_h ≤ e_p).
+    while !inner.is_durable(end) {
+        if stop() {
             return Err(CheckpointError::Stopped);
         }
         std::thread::sleep(Duration::from_millis(1));
     }
     let meta = CheckpointMeta {
         id,
-        e_l,
-        e_h,
+        e_l: start.replay_from,
+        e_h: end,
         dirs: n as u32,
         tables: tables.iter().map(|t| (t.id.0, t.name.clone())).collect(),
         files,
     };
-    let storage = inner.storage.as_ref();
     replace_atomically(
-        storage,
-        &inner.dirs[0].join(CHECKPOINT_META),
+        inner.storage(),
+        &inner.dirs()[0].join(CHECKPOINT_META),
         &meta.encode(),
     )?;
-    inner.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+    inner.stats().checkpoints.fetch_add(1, Ordering::Relaxed);
     inner
-        .stats
+        .stats()
         .checkpoint_bytes
         .fetch_add(bytes, Ordering::Relaxed);
-    cleanup(inner, id, e_l)?;
+    remove_old_checkpoints(inner, id)?;
+    inner.remove_old_log(&meta)?;
     Ok(())
 }
 
-/// Removes older checkpoints and the logs wholly below `e_l` (§4.3).
-fn cleanup(inner: &Inner, installed: u64, e_l: u64) -> Result<(), StorageError> {
-    let storage = inner.storage.as_ref();
-    for dir in &inner.dirs {
+/// Removes the checkpoints older than `installed` (§4.3).
+fn remove_old_checkpoints(inner: &dyn CheckpointHost, installed: u64) -> Result<(), StorageError> {
+    let storage = inner.storage();
+    for dir in inner.dirs() {
         let mut removed = false;
         for name in storage.list(dir)? {
-            let old = match (parse_ckpt_file_name(&name), parse_log_name(&name)) {
-                (Some((id, _, _)), _) => id < installed,
-                (_, Some(LogName::Old { epoch })) => epoch < e_l,
-                _ => false,
-            };
-            if old {
+            if matches!(parse_ckpt_file_name(&name), Some((id, _, _)) if id < installed) {
                 storage.remove(&dir.join(&name))?;
                 removed = true;
             }
@@ -297,12 +406,13 @@ fn cleanup(inner: &Inner, installed: u64, e_l: u64) -> Result<(), StorageError> 
 
 /// One checkpointer: one directory, `m` files per table.
 struct Checkpointer<'a> {
-    inner: &'a Inner,
+    inner: &'a dyn CheckpointHost,
     index: usize,
     dir: PathBuf,
     id: u64,
     m: usize,
-    e_l: u64,
+    /// Records of this epoch or later are left out (the log has them).
+    skip_epoch: u64,
     handle: EpochHandle,
     arena: Arena,
     block: Vec<u8>,
@@ -312,26 +422,26 @@ struct Checkpointer<'a> {
 
 impl<'a> Checkpointer<'a> {
     fn new(
-        inner: &'a Inner,
+        inner: &'a dyn CheckpointHost,
         index: usize,
         id: u64,
         m: usize,
-        e_l: u64,
+        skip_epoch: u64,
     ) -> Result<Self, CheckpointError> {
         let handle = inner
-            .epochs
+            .epochs()
             .register()
             .map_err(|_| CheckpointError::Stopped)?;
         Ok(Self {
             inner,
             index,
-            dir: inner.dirs[index].clone(),
+            dir: inner.dirs()[index].clone(),
             id,
             m,
-            e_l,
+            skip_epoch,
             handle,
             arena: Arena::default(),
-            block: Vec::with_capacity(inner.options.checkpoint_block_bytes + 4096),
+            block: Vec::with_capacity(inner.options().checkpoint_block_bytes + 4096),
             unsynced: 0,
             bytes: 0,
         })
@@ -366,10 +476,9 @@ impl<'a> Checkpointer<'a> {
                 written.push((self.index as u32, name, file.size()?));
             }
         }
-        self.inner.storage.sync_dir(&self.dir)?;
+        self.inner.storage().sync_dir(&self.dir)?;
         Ok(Written {
             files: written,
-            epoch: self.inner.epochs.current(),
             bytes: self.bytes,
         })
     }
@@ -396,7 +505,7 @@ impl<'a> Checkpointer<'a> {
         let mut next_file = 0;
         let mut cursor: Option<Vec<u8>> = None;
         start_ckpt_block(&mut self.block, table.id.0);
-        let block_bytes = self.inner.options.checkpoint_block_bytes;
+        let block_bytes = self.inner.options().checkpoint_block_bytes;
         loop {
             if stopped(control) || self.inner.is_stopped() {
                 return Err(CheckpointError::Stopped);
@@ -411,15 +520,16 @@ impl<'a> Checkpointer<'a> {
                     (None, None) => Bound::Unbounded,
                 };
                 let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-                let (block, arena, e_l) = (&mut self.block, &mut self.arena, self.e_l);
+                let (block, arena, skip_epoch) =
+                    (&mut self.block, &mut self.arena, self.skip_epoch);
                 table.scan(
                     lower,
                     upper,
                     |key, record| {
                         visited += 1;
-                        let snapshot = record.get().read(arena);
+                        let snapshot = record.get().read_settled(arena);
                         let tid = tid_of(snapshot.word);
-                        if snapshot.word & ABSENT_BIT == 0 && tid.epoch() < e_l {
+                        if snapshot.word & ABSENT_BIT == 0 && tid.epoch() < skip_epoch {
                             if let Some(value) = snapshot.value {
                                 // SAFETY: the arena is reset only below, after
                                 // this copy.
@@ -467,7 +577,7 @@ impl<'a> Checkpointer<'a> {
         let len = self.block.len() as u64;
         self.unsynced += len;
         self.bytes += len;
-        if self.unsynced >= self.inner.options.checkpoint_sync_bytes {
+        if self.unsynced >= self.inner.options().checkpoint_sync_bytes {
             for file in files.iter() {
                 file.sync()?;
             }
@@ -492,8 +602,11 @@ fn yield_to_workers() {
 }
 
 /// Creates `path`, replacing a leftover of an abandoned attempt.
-fn create_fresh(inner: &Inner, path: &Path) -> Result<Box<dyn StorageFile>, StorageError> {
-    let storage = inner.storage.as_ref();
+fn create_fresh(
+    inner: &dyn CheckpointHost,
+    path: &Path,
+) -> Result<Box<dyn StorageFile>, StorageError> {
+    let storage = inner.storage();
     if storage.exists(path)? {
         storage.remove(path)?;
     }

@@ -9,7 +9,7 @@
 //! * `recovery` — checkpoint load and log replay (§5);
 //! * `format`, `files` — what is on disk and under which names.
 
-mod checkpoint;
+pub(crate) mod checkpoint;
 mod files;
 pub(crate) mod format;
 pub(crate) mod inspect;
@@ -41,7 +41,9 @@ use checkpoint::CheckpointManager;
 use files::CATALOG;
 use format::encode_catalog_table;
 use logger::{run_logger, Logger, LoggerShared, PepochWriter};
-pub(crate) use recovery::{create_dir_durably, lock_dirs, recover, Recovered};
+pub(crate) use recovery::{
+    create_dir_durably, load_checkpoint, lock_dirs, read_meta, recover, remove_strays, Recovered,
+};
 use worker_log::SilorWorkerLog;
 
 /// Settings of the `log` and `silor` modes (silor-osdi14 §3–5). The

@@ -211,6 +211,7 @@ pub(crate) fn recover(
 
     if let Some(meta) = &meta {
         let loaded = Instant::now();
+        // e_h bounds every TID in the checkpoint (next_epoch below).
         load_checkpoint(storage, dirs, meta, &tables, &manager, &mut report)?;
         report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
     }
@@ -338,7 +339,7 @@ fn read_catalog(storage: &dyn Storage, dir0: &Path) -> Result<Vec<String>, Durab
     Ok(names)
 }
 
-fn read_meta(
+pub(crate) fn read_meta(
     storage: &dyn Storage,
     dir0: &Path,
 ) -> Result<Option<CheckpointMeta>, DurabilityError> {
@@ -402,7 +403,7 @@ pub(crate) fn read_pepoch(
 /// Removes files no recovery needs: checkpoints other than the installed
 /// one (a crash mid-checkpoint leaves one), temporaries, and logs wholly
 /// below the installed checkpoint's `e_l` (silor §5.1).
-fn remove_strays(
+pub(crate) fn remove_strays(
     storage: &dyn Storage,
     dirs: &[PathBuf],
     meta: Option<&CheckpointMeta>,
@@ -431,14 +432,15 @@ fn remove_strays(
 
 /// Loads the checkpoint with n×m threads: thread (d, j) reads file `j` of
 /// every table from directory `d` (silor §5.1).
-fn load_checkpoint(
+/// Returns the largest TID epoch loaded.
+pub(crate) fn load_checkpoint(
     storage: &dyn Storage,
     dirs: &[PathBuf],
     meta: &CheckpointMeta,
     tables: &[Arc<Table>],
     manager: &EpochManager,
     report: &mut RecoveryReport,
-) -> Result<(), DurabilityError> {
+) -> Result<u64, DurabilityError> {
     let mut groups: BTreeMap<(u32, usize), Vec<(PathBuf, u64)>> = BTreeMap::new();
     for (dir, name, bytes) in &meta.files {
         let Some((_, _, j)) = parse_ckpt_file_name(name) else {
@@ -462,10 +464,11 @@ fn load_checkpoint(
     }
     report.checkpoint_threads = groups.len();
     let bytes_read = AtomicU64::new(0);
+    let max_epoch = AtomicU64::new(0);
     let first_error = Mutex::new(None);
     std::thread::scope(|scope| {
         for files in groups.values() {
-            let (bytes_read, first_error) = (&bytes_read, &first_error);
+            let (bytes_read, max_epoch, first_error) = (&bytes_read, &max_epoch, &first_error);
             scope.spawn(move || {
                 let mut handle = manager.register().expect("room for loaders");
                 handle.protect();
@@ -479,8 +482,9 @@ fn load_checkpoint(
                         &mut handle,
                         &mut buffer,
                     ) {
-                        Ok(bytes) => {
+                        Ok((bytes, epoch)) => {
                             bytes_read.fetch_add(bytes, Ordering::Relaxed);
+                            max_epoch.fetch_max(epoch, Ordering::Relaxed);
                         }
                         Err(error) => {
                             first_error.lock().get_or_insert(error);
@@ -496,7 +500,7 @@ fn load_checkpoint(
         return Err(error);
     }
     report.checkpoint_bytes = bytes_read.into_inner();
-    Ok(())
+    Ok(max_epoch.into_inner())
 }
 
 fn load_checkpoint_file(
@@ -506,10 +510,11 @@ fn load_checkpoint_file(
     tables: &[Arc<Table>],
     handle: &mut EpochHandle,
     buffer: &mut Vec<u8>,
-) -> Result<u64, DurabilityError> {
+) -> Result<(u64, u64), DurabilityError> {
     if !storage.exists(path).map_err(io)? {
         return Err(corrupt(path, "checkpoint file missing"));
     }
+    let mut max_epoch = 0u64;
     let (end, size) = scan_blocks(storage, path, CKPT_MAGIC, buffer, |offset, block| {
         let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
         let mut parsed = parse_ckpt_block(block.payload).map_err(|e| at(&e))?;
@@ -521,6 +526,7 @@ fn load_checkpoint_file(
                 return Err(at(&format!("bad tid {:#x}", record.tid)));
             }
             let tid = Tid::from_raw(record.tid);
+            max_epoch = max_epoch.max(tid.epoch());
             table.recover_put(record.key, tid, Some(record.value), handle, true);
         }
         Ok(())
@@ -535,7 +541,7 @@ fn load_checkpoint_file(
             format!("{size} bytes, but the checkpoint recorded {expected}"),
         ));
     }
-    Ok(size)
+    Ok((size, max_epoch))
 }
 
 /// One log file to replay.

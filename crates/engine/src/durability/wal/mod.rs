@@ -47,19 +47,28 @@
 //! for one log entry (more than the log buffer) also stops the mode, since
 //! the commit is installed in memory but cannot be logged.
 //!
+//! # Checkpoints
+//!
+//! The `silor` mode's fuzzy checkpoints, every
+//! `Config::silor.checkpoint_interval` after the previous one finished,
+//! with LSNs in place of epochs (`checkpoint.rs` argues why the checkpoint
+//! plus the log from its start LSN is the durable state). Once one is
+//! installed, the log files wholly below its start LSN are removed.
+//!
 //! # Recovery
 //!
-//! Log-only (no checkpoints): `Wal::open` returns every entry up to the
-//! durable end in LSN order (cutting a torn tail, refusing corruption below
-//! the persisted SDL), and recovery replays them in that order on one
-//! thread. The fuzzy checkpoints of the `silor` mode are not reused, so the
-//! log is never truncated and recovery time grows with the log.
+//! Load the installed checkpoint (if any) with one thread per checkpoint
+//! file, then replay the log from the checkpoint's start LSN: `Wal::open`
+//! returns every entry up to the durable end in LSN order (cutting a torn
+//! tail, refusing corruption below the persisted SDL); "largest TID wins"
+//! makes the checkpoint and the replay commute.
 //!
 //! # Files
 //!
 //! One directory (`Config::dirs` must name exactly one, since ELEDA writes
-//! one central log): `LOCK` (flock, real disks only) and `wal/` with the
-//! log crate's `wal-<lsn>.log` files and `wal.sdl`.
+//! one central log): `LOCK` (flock, real disks only), `wal/` with the log
+//! crate's `wal-<lsn>.log` files and `wal.sdl`, and the checkpoint's
+//! `checkpoint` metadata and `ckpt.<id>.*` files.
 
 //!
 //! # Measured (2 shared cores, one disk with ~400–980 MB/s fsync'd writes)
@@ -75,18 +84,26 @@
 //!   50.8/525 ms). The open-loop benchmark keeps the 32 MiB log buffer
 //!   full, so durable latency is the buffer's drain time on this disk.
 
+mod checkpoint;
 mod format;
 mod recovery;
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use epochdb_epoch::EpochManager;
+use epochdb_storage::Storage;
 use epochdb_wal::{ThreadHandle, Wal, WalError, ENTRY_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES};
 use parking_lot::Mutex;
 
+use super::silor::checkpoint::CheckpointManager;
+use super::silor::{SilorOptions, Stats};
 use super::{CommitView, DurabilityMode, DurabilityStats, WorkerLog};
+use crate::config::Config;
+use crate::db::TableList;
 use crate::error::{DurabilityError, OpenError};
 use crate::table::TableId;
 use crate::ticket::{Ticket, TicketSource, Watermark};
@@ -125,6 +142,16 @@ struct Inner {
     /// SDL at shutdown (counters after the log is gone).
     final_lsn: AtomicU64,
     stop: AtomicBool,
+    /// Tables whose TABLE record is in the log; appends of TABLE records
+    /// and a checkpoint's start hold this lock (see `checkpoint.rs`).
+    catalog: Mutex<usize>,
+    storage: Arc<dyn Storage>,
+    /// The one directory, as a slice for the checkpointers.
+    dirs: Vec<PathBuf>,
+    epochs: EpochManager,
+    /// `Config::silor`: the checkpoint settings.
+    checkpoint_options: SilorOptions,
+    checkpoint_stats: Stats,
 }
 
 impl Inner {
@@ -138,18 +165,27 @@ impl Inner {
 pub(crate) struct WalMode {
     inner: Arc<Inner>,
     acker: Mutex<Option<JoinHandle<()>>>,
+    checkpoints: Mutex<Option<CheckpointManager>>,
     /// The directory's lock, released when the mode is dropped.
     _lock: Vec<std::fs::File>,
 }
 
 impl WalMode {
-    /// Starts the mode over a recovered log.
-    pub(crate) fn start(recovered: Recovered) -> Result<Arc<Self>, OpenError> {
+    /// Starts the mode over a recovered log: the acker and the checkpoint
+    /// manager.
+    pub(crate) fn start(
+        recovered: Recovered,
+        config: &Config,
+        epochs: EpochManager,
+        tables: TableList,
+    ) -> Result<Arc<Self>, OpenError> {
+        let logged_tables = recovered.tables.len();
         let Recovered {
             wal,
             options,
             start_lsn,
             locks,
+            next_checkpoint_id,
             ..
         } = recovered;
         let entry_max = options.entry_max_bytes();
@@ -162,14 +198,22 @@ impl WalMode {
             record_max,
             final_lsn: AtomicU64::new(start_lsn),
             stop: AtomicBool::new(false),
+            catalog: Mutex::new(logged_tables),
+            storage: config.storage(),
+            dirs: vec![config.dirs[0].clone()],
+            epochs,
+            checkpoint_options: config.silor.clone(),
+            checkpoint_stats: Stats::default(),
         });
         let acker_inner = inner.clone();
         let acker = std::thread::Builder::new()
             .name("epochdb-wal-acker".into())
             .spawn(move || run_acker(&acker_inner))?;
+        let checkpoints = CheckpointManager::start(inner.clone(), tables, next_checkpoint_id)?;
         Ok(Arc::new(Self {
             inner,
             acker: Mutex::new(Some(acker)),
+            checkpoints: Mutex::new(Some(checkpoints)),
             _lock: locks,
         }))
     }
@@ -222,6 +266,7 @@ impl DurabilityMode for WalMode {
     }
 
     fn table_created(&self, id: TableId, name: &str) -> Result<(), DurabilityError> {
+        let mut logged_tables = self.inner.catalog.lock();
         let mut handle = match self.inner.wal.lock().as_ref() {
             Some(wal) => wal.thread_handle(),
             None => return Err(DurabilityError::Stopped("the mode has stopped".into())),
@@ -231,15 +276,41 @@ impl DurabilityMode for WalMode {
         let result = handle
             .append(&[&record])
             .and_then(|range| handle.wait_durable(range.end));
-        result.map_err(|e| {
-            let error = wal_error(&e);
-            self.inner.fail(error.clone());
-            error
-        })
+        match result {
+            Ok(_) => {
+                *logged_tables = (*logged_tables).max(id.0 as usize + 1);
+                Ok(())
+            }
+            Err(e) => {
+                let error = wal_error(&e);
+                self.inner.fail(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    fn checkpoint(&self) -> Result<(), DurabilityError> {
+        match &*self.checkpoints.lock() {
+            Some(manager) => manager.run_now(),
+            None => Err(DurabilityError::Stopped("the mode has stopped".into())),
+        }
+    }
+
+    fn is_checkpointing(&self) -> bool {
+        self.inner
+            .checkpoint_stats
+            .checkpointing
+            .load(Ordering::Relaxed)
     }
 
     fn stats(&self) -> DurabilityStats {
-        let mut stats = DurabilityStats::default();
+        let checkpoints = &self.inner.checkpoint_stats;
+        let mut stats = DurabilityStats {
+            checkpoints: checkpoints.checkpoints.load(Ordering::Relaxed),
+            checkpoint_bytes: checkpoints.checkpoint_bytes.load(Ordering::Relaxed),
+            checkpoint_seconds: checkpoints.checkpoint_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            ..DurabilityStats::default()
+        };
         match self.inner.wal.lock().as_ref() {
             Some(wal) => {
                 let s = wal.stats();
@@ -255,6 +326,9 @@ impl DurabilityMode for WalMode {
     }
 
     fn shutdown(&self) -> Result<(), DurabilityError> {
+        if let Some(manager) = self.checkpoints.lock().take() {
+            manager.stop();
+        }
         let Some(wal) = self.inner.wal.lock().take() else {
             return match self.inner.watermark.failure() {
                 None | Some(DurabilityError::Stopped(_)) => Ok(()),

@@ -1,6 +1,9 @@
-//! Recovery of the `wal` mode: open the central log (which cuts a torn tail
-//! and refuses corruption below the persisted SDL), then replay its
-//! entries in LSN order on one thread. Log-only: there are no checkpoints.
+//! Recovery of the `wal` mode: load the installed checkpoint (if any) with
+//! one thread per checkpoint file (silor §5.1), open the central log (which
+//! cuts a torn tail and refuses corruption below the persisted SDL), then
+//! replay the commits at or above the checkpoint's start LSN in LSN order.
+//! Every write goes through "largest TID wins", so a commit the checkpoint
+//! already holds is a no-op.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,7 +16,9 @@ use epochdb_wal::{Wal, WalOptions};
 
 use super::format::{decode, DecodeError, Record};
 use super::{wal_error, WAL_SUBDIR};
-use crate::durability::silor::{create_dir_durably, lock_dirs};
+use crate::durability::silor::{
+    create_dir_durably, load_checkpoint, lock_dirs, read_meta, remove_strays,
+};
 use crate::durability::RecoveryReport;
 use crate::error::DurabilityError;
 use crate::table::{Table, TableId};
@@ -34,6 +39,8 @@ pub(crate) struct Recovered {
     pub(crate) report: RecoveryReport,
     /// The directory's lock, held while the database is open.
     pub(crate) locks: Vec<std::fs::File>,
+    /// The id the next checkpoint takes.
+    pub(crate) next_checkpoint_id: u64,
 }
 
 type Pending = Vec<(u32, Vec<u8>, Option<Vec<u8>>)>;
@@ -63,6 +70,41 @@ pub(crate) fn recover(
             )));
         }
     }
+    let dirs = [dir.to_path_buf()];
+    let meta = read_meta(storage.as_ref(), dir)?;
+    remove_strays(storage.as_ref(), &dirs, meta.as_ref())?;
+    let mut tables: Vec<Arc<Table>> = Vec::new();
+    let mut report = RecoveryReport {
+        checkpoint_epochs: meta.as_ref().map(|m| (m.e_l, m.e_h)),
+        ..RecoveryReport::default()
+    };
+    let mut max_epoch = 0u64;
+    // Commits below this LSN are in the checkpoint.
+    let replay_from = meta.as_ref().map_or(0, |m| m.e_l);
+    if let Some(meta) = &meta {
+        for (i, (id, name)) in meta.tables.iter().enumerate() {
+            if *id as usize != i {
+                return Err(DurabilityError::Corrupt(format!(
+                    "{}: checkpoint {} lists table {id} at position {i}",
+                    dir.display(),
+                    meta.id
+                )));
+            }
+            tables.push(Arc::new(Table::new(TableId(*id), name.clone())));
+        }
+        let loaded = Instant::now();
+        let loaders = EpochManager::new(meta.files.len() + 2);
+        max_epoch = load_checkpoint(
+            storage.as_ref(),
+            &dirs,
+            meta,
+            &tables,
+            &loaders,
+            &mut report,
+        )?;
+        report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
+    }
+
     let wal_dir = dir.join(WAL_SUBDIR);
     create_dir_durably(storage.as_ref(), &wal_dir)?;
     let (wal, log) = Wal::open(storage, &wal_dir, options.clone()).map_err(|e| wal_error(&e))?;
@@ -71,11 +113,9 @@ pub(crate) fn recover(
     let manager = EpochManager::new(2);
     let mut handle = manager.register().expect("a fresh epoch table has room");
     handle.protect();
-    let mut tables: Vec<Arc<Table>> = Vec::new();
     // Parts of split transactions, by (txn_tag, tid): a tag alone may repeat
     // across restarts, a tag with its TID may not (TIDs grow).
     let mut parts: HashMap<(u64, u64), Pending> = HashMap::new();
-    let mut max_epoch = 0u64;
     let mut transactions = 0u64;
     let mut log_bytes = 0u64;
     for entry in &log.entries {
@@ -108,6 +148,9 @@ pub(crate) fn recover(
                         )));
                     }
                 }
+                // In the checkpoint (a split transaction with a part below
+                // the start is wholly in it: see `checkpoint.rs`).
+                Record::Commit { .. } if entry.lsn.start < replay_from => {}
                 Record::Commit {
                     last,
                     txn_tag,
@@ -157,15 +200,12 @@ pub(crate) fn recover(
             }
         }
     }
-    let mut report = RecoveryReport {
-        log_bytes,
-        log_threads: 1,
-        log_entries: transactions,
-        // Split transactions whose COMMIT entry never became durable.
-        dropped_blocks: parts.len() as u64,
-        torn_tail_bytes: log.discarded.as_ref().map_or(0, |d| d.bytes),
-        ..RecoveryReport::default()
-    };
+    report.log_bytes = log_bytes;
+    report.log_threads = 1;
+    report.log_entries = transactions;
+    // Split transactions whose COMMIT entry never became durable.
+    report.dropped_blocks = parts.len() as u64;
+    report.torn_tail_bytes = log.discarded.as_ref().map_or(0, |d| d.bytes);
     // Tombstones have done their job.
     for table in &tables {
         table.remove_absent(&mut handle);
@@ -183,5 +223,6 @@ pub(crate) fn recover(
         start_lsn: log.end_lsn,
         report,
         locks,
+        next_checkpoint_id: meta.as_ref().map_or(1, |m| m.id + 1),
     })
 }
