@@ -46,7 +46,7 @@ pub(crate) struct CrashtestArgs {
     /// Epoch length in milliseconds (short epochs rotate logs often).
     #[arg(long, default_value_t = 10)]
     epoch_ms: u64,
-    /// Checkpoint interval in milliseconds (silor): short, so kills land
+    /// Checkpoint interval in milliseconds (silor, wal): short, so kills land
     /// during checkpoints.
     #[arg(long, default_value_t = 300)]
     checkpoint_ms: u64,

@@ -124,6 +124,7 @@ impl Database {
             &config.dirs[0],
             config.wal.clone(),
             config.storage.is_none(),
+            config.silor.recovery_threads(),
         )?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));

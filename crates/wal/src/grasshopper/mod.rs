@@ -267,8 +267,10 @@ mod loom_tests {
     }
 
     /// A ring smaller than the log: writers wait for the flusher, and the
-    /// hopping index's slots are reused across laps.
+    /// hopping index's slots are reused across laps. Needs the polling
+    /// worker and flusher, and does not finish in 15 minutes (bound 1).
     #[test]
+    #[ignore = "does not finish: polling loops; see README"]
     fn loom_two_threads_ring_wraps() {
         model(8, 2, 1, 0, 0, &[&[3, 4], &[5, 2]]);
     }
