@@ -40,7 +40,8 @@ pub struct Config {
     /// Where durable bytes go: real files by default; tests pass a
     /// simulated disk (`epochdb_storage::SimStorage`).
     pub storage: Option<Arc<dyn Storage>>,
-    /// Settings of the `log` and `silor` modes.
+    /// Settings of the `log` and `silor` modes; its checkpoint settings
+    /// (`checkpoint_*`) and `recovery_threads` apply to `wal` too.
     pub silor: SilorOptions,
     /// Settings of the `wal` mode's central log (hole tracker, I/O unit,
     /// buffer, hop distance, file size; eleda §6.1's values by default).

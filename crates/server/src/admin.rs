@@ -394,14 +394,17 @@ pub(crate) fn bgsave(state: &Arc<State>) -> Result<(), String> {
     Ok(())
 }
 
-/// Only `silor` checkpoints (`log` and `wal` replay their whole log).
+/// `silor` and `wal` checkpoint (`log` replays its whole log).
 fn takes_checkpoints(state: &State) -> bool {
-    state.db.config().durability == epochdb_engine::DurabilityKind::Silor
+    matches!(
+        state.db.config().durability,
+        epochdb_engine::DurabilityKind::Silor | epochdb_engine::DurabilityKind::Wal
+    )
 }
 
 fn no_checkpoints(state: &State) -> String {
     format!(
-        "ERR durability mode '{}' takes no checkpoints (use --durability silor)",
+        "ERR durability mode '{}' takes no checkpoints (use --durability silor or wal)",
         state.db.durability_name()
     )
 }

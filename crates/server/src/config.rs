@@ -51,7 +51,7 @@ pub struct Settings {
     /// A held durable reply ends the current epoch once this much time has
     /// passed since the last boundary (zero: fixed epochs).
     pub epoch_min_gap: Duration,
-    /// Seconds between automatic checkpoints (`silor`).
+    /// Seconds between automatic checkpoints (`silor`, `wal`).
     pub checkpoint_interval: Duration,
     /// Engine worker threads (zero: one per core).
     pub threads: usize,

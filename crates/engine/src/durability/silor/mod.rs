@@ -46,7 +46,8 @@ pub(crate) use recovery::{
 };
 use worker_log::SilorWorkerLog;
 
-/// Settings of the `log` and `silor` modes (silor-osdi14 §3–5). The
+/// Settings of the `log` and `silor` modes (silor-osdi14 §3–5; the
+/// checkpoint settings and `recovery_threads` serve `wal` too). The
 /// defaults are the paper's where it gives one.
 #[derive(Clone, Debug)]
 pub struct SilorOptions {
@@ -58,7 +59,7 @@ pub struct SilorOptions {
     /// (§3.5: 100).
     pub rotate_epochs: u64,
     /// `C`: a checkpoint starts this long after the previous one finished
-    /// (§4.3: about 10 s). `silor` mode only.
+    /// (§4.3: about 10 s). `silor` and `wal` modes.
     pub checkpoint_interval: Duration,
     /// `m`: files per table per checkpointer, one per recovery thread that
     /// will load them (§4.2). 0: one per core divided among directories.
