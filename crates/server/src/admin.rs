@@ -311,25 +311,28 @@ pub(crate) fn info(state: &State, args: &[Bytes], out: &mut Out<'_>) {
     }
     if show("persistence") {
         let stats = state.db.durability_stats();
-        let last_checkpoint_s = if stats.checkpoints > 0 {
+        let avg_checkpoint_s = if stats.checkpoints > 0 {
             stats.checkpoint_seconds / stats.checkpoints as f64
         } else {
             0.0
         };
         let _ = write!(
             text,
-            "# Persistence\r\nloading:0\r\ndurability:{}\r\nack:{}\r\nepoch_ms:{}\r\ncurrent_epoch:{}\r\npersistent_epoch:{}\r\naof_enabled:{}\r\nlog_bytes:{}\r\nlog_syncs:{}\r\ncheckpoints:{}\r\ncheckpoint_in_progress:{}\r\ncheckpoint_bytes:{}\r\ncheckpoint_avg_seconds:{last_checkpoint_s:.3}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_time_ms:{}\r\n",
+            "# Persistence\r\nloading:0\r\ndurability:{}\r\nack:{}\r\nepoch_ms:{}\r\ncurrent_epoch:{}\r\npersistent_epoch:{}\r\ndurable_lsn:{}\r\naof_enabled:{}\r\nlog_bytes:{}\r\nlog_syncs:{}\r\ncheckpoints:{}\r\ncheckpoint_in_progress:{}\r\ncheckpoint_bytes:{}\r\ncheckpoint_avg_seconds:{avg_checkpoint_s:.3}\r\ncheckpoint_last_seconds:{:.3}\r\ncheckpoint_last_time:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_time_ms:{}\r\n",
             state.db.durability_name(),
             settings.ack,
             settings.epoch_interval.as_millis(),
             state.db.current_epoch(),
             stats.persistent_epoch.map_or("none".to_string(), |e| e.to_string()),
+            stats.durable_lsn.map_or("none".to_string(), |l| l.to_string()),
             u8::from(settings.durability.is_durable()),
             stats.log_bytes,
             stats.log_syncs,
             stats.checkpoints,
             u8::from(state.db.is_checkpointing()),
             stats.checkpoint_bytes,
+            stats.last_checkpoint_seconds,
+            stats.last_checkpoint_unix,
             u8::from(state.bgsave_running.load(Ordering::Relaxed)),
             state.last_save_unix.load(Ordering::Relaxed),
             state.last_save_ms.load(Ordering::Relaxed),

@@ -152,6 +152,10 @@ def run(r):
     before = r.lastsave()
     expect(r.save(), True, "SAVE")
     check(r.lastsave() >= before, "LASTSAVE")
+    info = r.info("persistence")
+    check(info["checkpoints"] >= 1 and info["checkpoint_last_time"] >= before.timestamp() - 1,
+          "INFO: the last checkpoint and when")
+    check("checkpoint_last_seconds" in info and "durable_lsn" in info, "INFO: checkpoint duration, LSN")
     expect(r.bgsave(), True, "BGSAVE")
     expect_error(lambda: r.execute_command("NOSUCHCMD", "x"), "unknown command 'NOSUCHCMD'", "unknown command")
     expect_error(lambda: r.execute_command("GET"), "wrong number of arguments for 'get' command", "arity")

@@ -92,6 +92,13 @@ pub struct DurabilityStats {
     pub checkpoint_seconds: f64,
     /// The durable persistent epoch (epoch-based modes).
     pub persistent_epoch: Option<u64>,
+    /// The durable LSN, SDL (`wal`).
+    pub durable_lsn: Option<u64>,
+    /// Wall time of the last installed checkpoint, in seconds.
+    pub last_checkpoint_seconds: f64,
+    /// When the last checkpoint was installed, in Unix seconds (0: none
+    /// since the database opened).
+    pub last_checkpoint_unix: u64,
 }
 
 /// A durability mode: makes commits durable and says when they are.

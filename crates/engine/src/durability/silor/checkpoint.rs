@@ -282,10 +282,16 @@ fn take_checkpoint(
     let result = write_and_install(inner, tables, control, id);
     inner.stats().checkpointing.store(false, Ordering::Relaxed);
     if result.is_ok() {
-        inner
-            .stats()
-            .checkpoint_micros
-            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        let micros = started.elapsed().as_micros() as u64;
+        let stats = inner.stats();
+        stats.checkpoint_micros.fetch_add(micros, Ordering::Relaxed);
+        stats
+            .last_checkpoint_micros
+            .store(micros, Ordering::Relaxed);
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        stats.last_checkpoint_unix.store(unix, Ordering::Relaxed);
     }
     if let Err(CheckpointError::Io(error)) = &result {
         inner.fail(error);

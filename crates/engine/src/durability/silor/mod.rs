@@ -136,6 +136,10 @@ pub(crate) struct Stats {
     pub(crate) checkpoint_bytes: AtomicU64,
     /// Wall time of installed checkpoints, start to cleanup, in µs.
     pub(crate) checkpoint_micros: AtomicU64,
+    /// Wall time of the last installed checkpoint, in µs.
+    pub(crate) last_checkpoint_micros: AtomicU64,
+    /// When the last checkpoint was installed, in Unix seconds.
+    pub(crate) last_checkpoint_unix: AtomicU64,
     /// Whether a checkpoint is being written now.
     pub(crate) checkpointing: AtomicBool,
 }
@@ -330,6 +334,10 @@ impl DurabilityMode for SiloR {
             checkpoint_bytes: stats.checkpoint_bytes.load(Ordering::Relaxed),
             checkpoint_seconds: stats.checkpoint_micros.load(Ordering::Relaxed) as f64 / 1e6,
             persistent_epoch: Some(self.inner.persistent_epoch()),
+            durable_lsn: None,
+            last_checkpoint_seconds: stats.last_checkpoint_micros.load(Ordering::Relaxed) as f64
+                / 1e6,
+            last_checkpoint_unix: stats.last_checkpoint_unix.load(Ordering::Relaxed),
         }
     }
 

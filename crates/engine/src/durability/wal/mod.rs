@@ -309,6 +309,11 @@ impl DurabilityMode for WalMode {
             checkpoints: checkpoints.checkpoints.load(Ordering::Relaxed),
             checkpoint_bytes: checkpoints.checkpoint_bytes.load(Ordering::Relaxed),
             checkpoint_seconds: checkpoints.checkpoint_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            last_checkpoint_seconds: checkpoints.last_checkpoint_micros.load(Ordering::Relaxed)
+                as f64
+                / 1e6,
+            last_checkpoint_unix: checkpoints.last_checkpoint_unix.load(Ordering::Relaxed),
+            durable_lsn: Some(self.inner.watermark.durable()),
             ..DurabilityStats::default()
         };
         match self.inner.wal.lock().as_ref() {
