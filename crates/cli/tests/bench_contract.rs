@@ -202,6 +202,7 @@ fn fcc_json_has_one_run_per_algorithm_and_rate() {
 fn wal_json_has_one_run_per_implementation_threads_and_size() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("wal.json");
+    let figure = dir.path().join("wal.svg");
     let result = epochdb(&[
         "bench",
         "wal",
@@ -219,11 +220,18 @@ fn wal_json_has_one_run_per_implementation_threads_and_size() {
         dir.path().to_str().unwrap(),
         "--json",
         out.to_str().unwrap(),
+        "--plot",
+        figure.to_str().unwrap(),
     ]);
     assert!(
         result.status.success(),
         "{}",
         String::from_utf8_lossy(&result.stderr)
+    );
+    let svg = std::fs::read_to_string(&figure).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("grasshopper 2t 4096B"),
+        "figure lacks its curves"
     );
     let report = json(&out);
     assert!(report["disk_write_mb_s"].as_f64().unwrap() > 0.0);
@@ -244,6 +252,20 @@ fn wal_json_has_one_run_per_implementation_threads_and_size() {
             latency["p999"].as_f64().unwrap(),
         );
         assert!(p50 > 0.0 && p50 <= p999, "{run}");
+        // The CDF rises from 0 to 1 with latencies that never decrease.
+        let cdf: Vec<(f64, f64)> = run["commit_latency_cdf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p[0].as_f64().unwrap(), p[1].as_f64().unwrap()))
+            .collect();
+        assert!(cdf.len() > 100, "{run}");
+        assert_eq!(cdf.first().unwrap().1, 0.0);
+        assert_eq!(cdf.last().unwrap().1, 1.0);
+        assert!(
+            cdf.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1),
+            "{run}"
+        );
     }
     let result = epochdb(&["bench", "wal", "--impl", "spin"]);
     assert!(!result.status.success());

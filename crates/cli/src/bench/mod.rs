@@ -7,6 +7,7 @@ mod plot;
 mod report;
 mod runner;
 mod wal;
+mod wal_plot;
 
 use std::path::PathBuf;
 use std::time::Duration;

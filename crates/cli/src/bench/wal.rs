@@ -21,6 +21,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::report::write_json;
+use super::wal_plot::{draw_cdf, Curve};
 
 /// `bench wal` flags.
 #[derive(Debug, Args)]
@@ -56,6 +57,9 @@ pub(crate) struct WalArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Draw every run's commit-latency CDF into this SVG.
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -77,6 +81,8 @@ struct Run {
     throughput_txn_s: f64,
     write_mb_s: f64,
     commit_latency_us: Percentiles,
+    /// The commit-latency CDF: `(latency µs, fraction of commits ≤ it)`.
+    commit_latency_cdf: Vec<(f64, f64)>,
     flushes: u64,
     crawl_ratio: Option<f64>,
 }
@@ -187,6 +193,36 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
             }
         }
     }
+    if let Some(path) = &args.plot {
+        let curves: Vec<Curve> = runs
+            .iter()
+            .map(|r| Curve {
+                label: format!(
+                    "{} {}t {}B {}K",
+                    r.implementation,
+                    r.threads,
+                    r.log_size,
+                    r.io_unit >> 10
+                ),
+                points: r.commit_latency_cdf.clone(),
+                color: kinds
+                    .iter()
+                    .position(|(name, _)| *name == r.implementation)
+                    .unwrap_or(0),
+                width: 1 + args
+                    .threads
+                    .iter()
+                    .position(|&t| t == r.threads)
+                    .unwrap_or(0) as u32,
+            })
+            .collect();
+        draw_cdf(
+            path,
+            "bench wal: commit latency CDF (impl, threads, record bytes, I/O unit)",
+            &curves,
+        )?;
+        eprintln!("figure written to {}", path.display());
+    }
     if let Some(path) = &args.json {
         let report = Report {
             disk_write_mb_s,
@@ -203,6 +239,20 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         eprintln!("results written to {}", path.display());
     }
     Ok(())
+}
+
+/// The CDF at 200 quantiles, denser in the tail (up to 99.99%).
+fn cdf(latency: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if latency.is_empty() {
+        return Vec::new();
+    }
+    let mut quantiles: Vec<f64> = (0..=100).map(|i| f64::from(i) / 100.0).collect();
+    quantiles.extend((1..100).map(|i| 0.99 + f64::from(i) / 10_000.0));
+    quantiles.sort_by(f64::total_cmp);
+    quantiles
+        .into_iter()
+        .map(|q| (latency.value_at_quantile(q).max(1) as f64, q))
+        .collect()
 }
 
 /// The disk's sequential write bandwidth: 64 MiB in 512 KiB writes, then
@@ -309,6 +359,7 @@ fn one_run(
             p99: latency.value_at_quantile(0.99) as f64,
             p999: latency.value_at_quantile(0.999) as f64,
         },
+        commit_latency_cdf: cdf(&latency),
         flushes: stats.flushes,
         crawl_ratio: (options.kind == LogKind::Grasshopper && moved > 0)
             .then(|| stats.crawl_bytes as f64 / moved as f64),
