@@ -267,6 +267,36 @@ fn wal_json_has_one_run_per_implementation_threads_and_size() {
             "{run}"
         );
     }
+    // The null device: same runs, no disk.
+    let null_out = dir.path().join("wal-null.json");
+    let result = epochdb(&[
+        "bench",
+        "wal",
+        "--device",
+        "null",
+        "--threads",
+        "2",
+        "--log-size",
+        "128",
+        "--io-unit",
+        "65536",
+        "--buffer-bytes",
+        "4194304",
+        "--duration",
+        "0.3",
+        "--json",
+        null_out.to_str().unwrap(),
+    ]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let report = json(&null_out);
+    assert_eq!(report["config"]["device"], "null");
+    for run in report["runs"].as_array().unwrap() {
+        assert!(run["throughput_txn_s"].as_f64().unwrap() > 0.0, "{run}");
+    }
     let result = epochdb(&["bench", "wal", "--impl", "spin"]);
     assert!(!result.status.success());
     assert!(String::from_utf8_lossy(&result.stderr).contains("--impl"));

@@ -3,6 +3,7 @@
 //! with identical settings and report ratios.
 
 mod fcc;
+mod null_device;
 mod plot;
 mod report;
 mod runner;

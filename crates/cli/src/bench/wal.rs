@@ -20,6 +20,7 @@ use epochdb_wal::{LogKind, Wal, WalOptions};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::null_device::NullDevice;
 use super::report::write_json;
 use super::wal_plot::{draw_cdf, Curve};
 
@@ -57,6 +58,11 @@ pub(crate) struct WalArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Where the log goes: `file` (the disk under `--dir`) or `null` (a
+    /// device whose writes and syncs cost nothing, so the runs measure the
+    /// log's in-memory pipeline, not the disk).
+    #[arg(long, default_value = "file", value_parser = ["file", "null"])]
+    device: String,
     /// Draw every run's commit-latency CDF into this SVG.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -89,6 +95,7 @@ struct Run {
 
 #[derive(Serialize)]
 struct Config {
+    device: String,
     duration_s: f64,
     buffer_bytes: usize,
     records_per_txn: usize,
@@ -149,13 +156,19 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         }
     };
     std::fs::create_dir_all(&root).map_err(|e| format!("creating {}: {e}", root.display()))?;
-    let disk_write_mb_s = measure_disk(&root)?;
-    eprintln!("[wal] disk sequential write with fsync: {disk_write_mb_s:.0} MB/s");
+    let null_device = args.device == "null";
+    let disk_write_mb_s = if null_device {
+        eprintln!("[wal] null device: writes and syncs are free, the disk is not measured");
+        0.0
+    } else {
+        let mb_s = measure_disk(&root)?;
+        eprintln!("[wal] disk sequential write with fsync: {mb_s:.0} MB/s");
+        mb_s
+    };
     println!(
         "{:<12} {:>7} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10}",
         "impl", "threads", "log B", "io unit", "txn/s", "MB/s", "p50 us", "p99 us", "p999 us"
     );
-    let storage: Arc<dyn Storage> = Arc::new(RealStorage::new());
     let mut runs = Vec::new();
     let mut n = 0;
     for &io_unit in &args.io_unit {
@@ -169,6 +182,12 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                         io_unit_bytes: io_unit,
                         buffer_bytes: args.buffer_bytes,
                         ..WalOptions::default()
+                    };
+                    // A fresh null device per run (it keeps file names).
+                    let storage: Arc<dyn Storage> = if null_device {
+                        Arc::new(NullDevice::default())
+                    } else {
+                        Arc::new(RealStorage::new())
                     };
                     let run = one_run(&storage, &dir, options, threads, log_size, args.duration)
                         .map_err(|e| format!("{name}, {threads} threads, {log_size} B: {e}"))?;
@@ -227,6 +246,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         let report = Report {
             disk_write_mb_s,
             config: Config {
+                device: args.device.clone(),
                 duration_s: args.duration,
                 buffer_bytes: args.buffer_bytes,
                 records_per_txn: RECORDS_PER_TXN,

@@ -1,0 +1,173 @@
+//! `bench wal --device null`: a storage whose writes and syncs cost
+//! nothing and keep no data (only names and lengths), so the log's
+//! in-memory pipeline — reservation, copying, SBL advancement — is what a
+//! run measures, as on the paper's devices that outran its log buffer
+//! (eleda §6.1). Benchmarks only: every read fails.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use epochdb_storage::{Op, Result, Storage, StorageError, StorageFile};
+
+/// File lengths by path; directories as `None`.
+type Names = Arc<Mutex<BTreeMap<PathBuf, Option<u64>>>>;
+
+#[derive(Debug, Default)]
+pub(crate) struct NullDevice {
+    names: Names,
+}
+
+#[derive(Debug)]
+struct NullFile {
+    path: PathBuf,
+    names: Names,
+}
+
+fn not_found(path: &Path, op: Op) -> StorageError {
+    StorageError::NotFound {
+        path: path.to_path_buf(),
+        op,
+    }
+}
+
+fn no_data(path: &Path) -> StorageError {
+    StorageError::Io {
+        path: path.to_path_buf(),
+        op: Op::Read,
+        source: io::Error::other("the null device keeps no data"),
+    }
+}
+
+impl NullDevice {
+    fn file(&self, path: &Path) -> Box<dyn StorageFile> {
+        Box::new(NullFile {
+            path: path.to_path_buf(),
+            names: self.names.clone(),
+        })
+    }
+}
+
+impl Storage for NullDevice {
+    fn create(&self, path: &Path) -> Result<Box<dyn StorageFile>> {
+        self.names
+            .lock()
+            .expect("not poisoned")
+            .insert(path.to_path_buf(), Some(0));
+        Ok(self.file(path))
+    }
+
+    fn open(&self, path: &Path) -> Result<Box<dyn StorageFile>> {
+        match self.names.lock().expect("not poisoned").get(path) {
+            Some(Some(_)) => Ok(self.file(path)),
+            _ => Err(not_found(path, Op::Open)),
+        }
+    }
+
+    fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        Err(no_data(path))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let mut names = self.names.lock().expect("not poisoned");
+        let entry = names
+            .remove(from)
+            .ok_or_else(|| not_found(from, Op::Rename))?;
+        names.insert(to.to_path_buf(), entry);
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        let mut names = self.names.lock().expect("not poisoned");
+        names
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| not_found(path, Op::Remove))
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let names = self.names.lock().expect("not poisoned");
+        Ok(names
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect())
+    }
+
+    fn len(&self, path: &Path) -> Result<u64> {
+        match self.names.lock().expect("not poisoned").get(path) {
+            Some(Some(len)) => Ok(*len),
+            _ => Err(not_found(path, Op::Stat)),
+        }
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        Ok(self.names.lock().expect("not poisoned").contains_key(path))
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        let mut names = self.names.lock().expect("not poisoned");
+        for ancestor in dir.ancestors() {
+            names.entry(ancestor.to_path_buf()).or_insert(None);
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self, _dir: &Path) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl NullFile {
+    fn grow_to(&self, end: u64) {
+        if let Some(Some(len)) = self.names.lock().expect("not poisoned").get_mut(&self.path) {
+            *len = (*len).max(end);
+        }
+    }
+}
+
+impl StorageFile for NullFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.grow_to(offset + data.len() as u64);
+        Ok(())
+    }
+
+    fn append(&mut self, data: &[u8]) -> Result<u64> {
+        let mut names = self.names.lock().expect("not poisoned");
+        match names.get_mut(&self.path) {
+            Some(Some(len)) => {
+                let at = *len;
+                *len += data.len() as u64;
+                Ok(at)
+            }
+            _ => Err(not_found(&self.path, Op::Write)),
+        }
+    }
+
+    fn read_at(&self, _offset: u64, _buf: &mut [u8]) -> Result<usize> {
+        Err(no_data(&self.path))
+    }
+
+    fn size(&self) -> Result<u64> {
+        match self.names.lock().expect("not poisoned").get(&self.path) {
+            Some(Some(len)) => Ok(*len),
+            _ => Err(not_found(&self.path, Op::Stat)),
+        }
+    }
+
+    fn truncate(&mut self, len: u64) -> Result<()> {
+        if let Some(Some(l)) = self.names.lock().expect("not poisoned").get_mut(&self.path) {
+            *l = len;
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+}
