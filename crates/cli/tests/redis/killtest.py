@@ -4,7 +4,7 @@ moments. After every restart, every write the server acknowledged must be
 there with its value, and the accounts must still hold exactly the money
 they started with.
 
-    python3 killtest.py [--cycles N] [--seed S] [--durability silor|log]
+    python3 killtest.py [--cycles N] [--seed S] [--durability silor|log|wal]
 
 Run by crates/cli/tests/redis_clients.rs with a few cycles; set
 EPOCHDB_KILL_CYCLES for a long run."""
