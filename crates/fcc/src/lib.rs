@@ -65,23 +65,29 @@
 //!   sync, which §5.5's TPC-C setup had).
 //! * The I/O seam ([`Storage`]) is a local stand-in for the project's shared
 //!   storage crate.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod algo;
 mod algorithm;
 mod bench;
+mod bench_recovery;
 mod engine;
 mod error;
 mod fcc;
 mod format;
 mod io;
 mod logger;
+#[allow(unsafe_code)]
+mod memory;
+mod mmo;
 mod recovery;
 mod scheme;
 
 pub use algorithm::{Algorithm, Config, PingPongWriter};
-pub use bench::{run_bench, BenchConfig, BenchReport, BenchRun};
+pub use bench::{run_bench, BenchConfig, BenchReport, BenchRun, Workload};
+pub use bench_recovery::{run_mmo_recovery, RecoveryConfig, RecoveryReport};
 pub use error::Error;
 pub use fcc::{Fcc, Released, STATE_WORDS_MAX};
 pub use io::{FsStorage, NullStorage, SimStorage, Storage, StorageFile};
+pub use memory::{anon_huge_page_bytes, HugePages};
 pub use recovery::{recover, Recovered};
