@@ -12,14 +12,17 @@
 //! algorithm runs the same trace; so does a raw mutator with no
 //! checkpointing, the baseline the overheads are measured against.
 //!
-//! As in §5.1, logical logging is off. Unlike §5.1, the writer thread stays
-//! on (Ping-Pong and Zigzag need its pass to finish before the next
-//! checkpoint), writing into [`NullStorage`]; the mutator waits for each
-//! pass off the clock, so the writer's work is not counted, as in §5.1,
-//! and every period starts a checkpoint, since in simulated time the
-//! period is long enough for the writer. Ping-Pong's Merge writer must
-//! read its previous checkpoint back, so its runs write into a
-//! [`SimStorage`] (memory) instead.
+//! As in §5.1, logical logging is off, and by default so is the
+//! asynchronous writer ([`BenchWriter::Off`]): each checkpoint is completed
+//! at once by a stand-in that reads none of the algorithm's memory, so only
+//! the mutator's work — per-update costs and `PrepareForNextCheckpoint` —
+//! is measured. [`BenchWriter::Between`] runs the algorithm's own writer
+//! instead, into [`NullStorage`] (Ping-Pong Merge, which reads its previous
+//! checkpoint back, into a [`SimStorage`] in memory), between intervals:
+//! the mutator waits for each pass off the clock, so the writer's work is
+//! not counted but the caches it leaves behind are. Either way every
+//! period starts a checkpoint, as in simulated time the period is long
+//! enough for the writer.
 
 use crate::algo::{
     copy_on_update as cou, naive_snapshot as ns, pingpong_interleaved as ipp,
@@ -31,7 +34,7 @@ use crate::error::Error;
 use crate::io::{NullStorage, SimStorage, Storage};
 use crate::memory::{anon_huge_page_bytes, HugePages, Region};
 use crate::mmo::{expand, MmoModel, PLAYER_WORDS};
-use crate::scheme::{ImageWriter, MutatorScheme};
+use crate::scheme::{ImageWriter, MutatorScheme, PrevImage, WordSink};
 use crate::PingPongWriter;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -46,6 +49,56 @@ const TRACE_UPDATES_MAX: usize = 1 << 23;
 /// MMO ticks run before the trace starts, so the state machines reach
 /// their steady mix.
 const MMO_WARMUP_TICKS: usize = 300;
+
+/// What the asynchronous writer does during a benchmark run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BenchWriter {
+    /// Off, as in §5.1: a checkpoint completes at once, reading nothing.
+    #[default]
+    Off,
+    /// The algorithm's writer runs each checkpoint between intervals, off
+    /// the clock (its cache footprint stays on it).
+    Between,
+}
+
+impl std::str::FromStr for BenchWriter {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" => Ok(Self::Off),
+            "between" => Ok(Self::Between),
+            other => Err(format!("writer {other:?} is not off or between")),
+        }
+    }
+}
+
+impl std::fmt::Display for BenchWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Off => "off",
+            Self::Between => "between",
+        })
+    }
+}
+
+/// The writer of [`BenchWriter::Off`]: completes every checkpoint with an
+/// image of zeros, touching none of the algorithm's shared memory.
+struct OffWriter {
+    words: usize,
+}
+
+impl ImageWriter for OffWriter {
+    fn write_image(
+        &mut self,
+        _prev: Option<&mut PrevImage<'_>>,
+        out: &mut WordSink<'_>,
+    ) -> Result<(), Error> {
+        for _ in 0..self.words {
+            out.push(0)?;
+        }
+        Ok(())
+    }
+}
 
 /// Which synthetic workload (§5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -104,6 +157,8 @@ pub struct BenchConfig {
     pub cou_block_words: usize,
     /// Transparent huge pages for every run's arrays, the raw one's too.
     pub huge_pages: HugePages,
+    /// Whether the asynchronous writer runs (§5.1 turned it off).
+    pub writer: BenchWriter,
     /// Trace seed.
     pub seed: u64,
 }
@@ -124,6 +179,7 @@ impl Default for BenchConfig {
             checkpoint_period_s: 4.0,
             cou_block_words: 4,
             huge_pages: HugePages::Default,
+            writer: BenchWriter::Off,
             seed: 1,
         }
     }
@@ -281,12 +337,15 @@ pub fn run_bench(config: &BenchConfig, algorithms: &[Algorithm]) -> Result<Bench
     let raw_total: f64 = raw.iter().sum();
     let mut runs = Vec::new();
     for &algorithm in algorithms {
-        let storage: Arc<dyn Storage> = match algorithm {
-            Algorithm::PingPongNaive(PingPongWriter::Merge)
-            | Algorithm::PingPongInterleaved(PingPongWriter::Merge) => Arc::new(SimStorage::new()),
+        let storage: Arc<dyn Storage> = match (algorithm, config.writer) {
+            (
+                Algorithm::PingPongNaive(PingPongWriter::Merge)
+                | Algorithm::PingPongInterleaved(PingPongWriter::Merge),
+                BenchWriter::Between,
+            ) => Arc::new(SimStorage::new()),
             _ => Arc::new(NullStorage),
         };
-        let t = (storage, &trace, period);
+        let t = (storage, &trace, period, config.writer);
         let (interval_ms, checkpoints, huge_page_bytes) = match algorithm {
             Algorithm::NaiveSnapshot => measure(ns::new(&initial, huge), t)?,
             Algorithm::CopyOnUpdate => {
@@ -346,9 +405,15 @@ fn measure_raw(initial: &[u64], trace: &Trace, huge: HugePages) -> Vec<f64> {
 
 fn measure<M: MutatorScheme, W: ImageWriter>(
     (mutator, writer): (M, W),
-    (storage, trace, period): (Arc<dyn Storage>, &Trace, u64),
+    (storage, trace, period, mode): (Arc<dyn Storage>, &Trace, u64, BenchWriter),
 ) -> Result<(Vec<f64>, u64, u64), Error> {
     let huge_page_bytes = anon_huge_page_bytes();
+    let writer: Box<dyn ImageWriter> = match mode {
+        BenchWriter::Off => Box::new(OffWriter {
+            words: mutator.words(),
+        }),
+        BenchWriter::Between => Box::new(writer),
+    };
     let mut engine = Engine::start(mutator, writer, storage, 1, 0, period)?;
     engine.wait_idle()?;
     let mut pos = 0;
@@ -398,13 +463,19 @@ mod tests {
             checkpoint_period_s: 0.5,
             ..BenchConfig::default()
         };
-        let report = run_bench(&config, &Algorithm::ALL).unwrap();
-        assert_eq!(report.updates_per_sec, 20_000.0);
-        assert_eq!(report.period_intervals, 5);
-        assert_eq!(report.raw_interval_ms.len(), 10);
-        for run in &report.runs {
-            assert_eq!(run.checkpoints, 2, "{}", run.algorithm);
-            assert_eq!(run.interval_ms.len(), 10);
+        for writer in [BenchWriter::Off, BenchWriter::Between] {
+            let config = BenchConfig {
+                writer,
+                ..config.clone()
+            };
+            let report = run_bench(&config, &Algorithm::ALL).unwrap();
+            assert_eq!(report.updates_per_sec, 20_000.0);
+            assert_eq!(report.period_intervals, 5);
+            assert_eq!(report.raw_interval_ms.len(), 10);
+            for run in &report.runs {
+                assert_eq!(run.checkpoints, 2, "{} {writer}", run.algorithm);
+                assert_eq!(run.interval_ms.len(), 10);
+            }
         }
     }
 

@@ -186,7 +186,8 @@ mod tests {
             ..RecoveryConfig::default()
         };
         let report = run_mmo_recovery(dir.path(), &config).unwrap();
-        assert!(report.state_matches);
-        assert!(report.replayed_ticks >= 4, "{report:?}");
+        // Unpaced, the checkpoints start whenever the writer is done, so
+        // how many ticks are replayed varies; the state must not.
+        assert!(report.state_matches, "{report:?}");
     }
 }

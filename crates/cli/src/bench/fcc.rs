@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use epochdb_fcc::{
-    run_bench, run_mmo_recovery, Algorithm, BenchConfig, HugePages, RecoveryConfig, Workload,
+    run_bench, run_mmo_recovery, Algorithm, BenchConfig, BenchWriter, HugePages, RecoveryConfig,
+    Workload,
 };
 use serde::Serialize;
 
@@ -60,6 +61,11 @@ pub(crate) struct FccArgs {
     /// (MADV_NOHUGEPAGE). §5.6.
     #[arg(long, value_delimiter = ',', default_value = "default")]
     huge_pages: Vec<HugePages>,
+    /// The asynchronous writer: `off` as in §5.1 (each checkpoint completes
+    /// at once, reading nothing), or `between` (the algorithm's writer runs
+    /// between intervals, off the clock), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "off")]
+    writer: Vec<BenchWriter>,
     /// Run the whole grid this many times (the JSON marks each run's
     /// repetition), for medians on a noisy machine.
     #[arg(long, default_value_t = 1)]
@@ -92,6 +98,7 @@ struct Run {
     workload: String,
     state_mb: f64,
     huge_pages: String,
+    writer: String,
     repeat: u32,
     updates_per_sec: u64,
     overhead_ms_per_period: f64,
@@ -179,7 +186,11 @@ pub(crate) fn run(args: FccArgs) -> Result<(), String> {
                     .map(|p| (p / 100.0 * (words * 2) as f64).round() as u64)
                     .collect()
             };
-            for &huge in &args.huge_pages {
+            for (&huge, &writer) in args
+                .huge_pages
+                .iter()
+                .flat_map(|h| args.writer.iter().map(move |w| (h, w)))
+            {
                 for &rate in &rates {
                     let config = BenchConfig {
                         workload: args.workload,
@@ -190,11 +201,12 @@ pub(crate) fn run(args: FccArgs) -> Result<(), String> {
                         duration_s: args.duration,
                         checkpoint_period_s: args.checkpoint_period,
                         huge_pages: huge,
+                        writer,
                         seed: args.seed,
                         ..BenchConfig::default()
                     };
                     eprintln!(
-                        "[fcc] repeat {repeat}: {} MB, huge pages {huge}, {} updates/s: {} algorithms",
+                        "[fcc] repeat {repeat}: {} MB, huge pages {huge}, writer {writer}, {} updates/s: {} algorithms",
                         words * 8 / 1_000_000,
                         rate,
                         args.algo.len()
@@ -222,6 +234,7 @@ pub(crate) fn run(args: FccArgs) -> Result<(), String> {
                             workload: args.workload.to_string(),
                             state_mb,
                             huge_pages: huge.to_string(),
+                            writer: writer.to_string(),
                             repeat,
                             updates_per_sec: rate,
                             overhead_ms_per_period: r.overhead_ms_per_period,
