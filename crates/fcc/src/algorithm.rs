@@ -98,6 +98,12 @@ pub struct Config {
     pub cou_block_words: usize,
     /// Whether the algorithm's arrays ask for transparent huge pages (§5.6).
     pub huge_pages: HugePages,
+    /// Overlap each tick's log sync with the next tick (§5.5: "when the
+    /// Logger is writing the actions of one batch of transactions, the
+    /// Mutator is processing the next batch"): `point_of_consistency`
+    /// hands its tick to the logger and returns, releasing the previous
+    /// tick once that one's sync is done. Off: it waits for its own tick.
+    pub overlap_log_sync: bool,
 }
 
 impl Config {
@@ -109,6 +115,7 @@ impl Config {
             checkpoint_period_ticks: 1,
             cou_block_words: 4,
             huge_pages: HugePages::Default,
+            overlap_log_sync: false,
         }
     }
 

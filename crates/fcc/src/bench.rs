@@ -13,10 +13,9 @@
 //! checkpointing, the baseline the overheads are measured against.
 //!
 //! As in §5.1, logical logging is off, and by default so is the
-//! asynchronous writer ([`BenchWriter::Off`]): each checkpoint is completed
-//! at once by a stand-in that reads none of the algorithm's memory, so only
-//! the mutator's work — per-update costs and `PrepareForNextCheckpoint` —
-//! is measured. [`BenchWriter::Between`] runs the algorithm's own writer
+//! asynchronous writer ([`BenchWriter::Off`]): the mutator runs alone and
+//! calls `PrepareForNextCheckpoint` at every checkpoint start, so only its
+//! work — per-update costs and the preparation — is measured. [`BenchWriter::Between`] runs the algorithm's own writer
 //! instead, into [`NullStorage`] (Ping-Pong Merge, which reads its previous
 //! checkpoint back, into a [`SimStorage`] in memory), between intervals:
 //! the mutator waits for each pass off the clock, so the writer's work is
@@ -34,7 +33,7 @@ use crate::error::Error;
 use crate::io::{NullStorage, SimStorage, Storage};
 use crate::memory::{anon_huge_page_bytes, HugePages, Region};
 use crate::mmo::{expand, MmoModel, PLAYER_WORDS};
-use crate::scheme::{ImageWriter, MutatorScheme, PrevImage, WordSink};
+use crate::scheme::{ImageWriter, MutatorScheme};
 use crate::PingPongWriter;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -50,10 +49,17 @@ const TRACE_UPDATES_MAX: usize = 1 << 23;
 /// their steady mix.
 const MMO_WARMUP_TICKS: usize = 300;
 
+/// Intervals of the trace applied before the clock starts, in every run
+/// (raw ones too), so no run's first interval pays for cold caches and TLB
+/// (§5.1: "to avoid transient effects").
+const WARMUP_INTERVALS: usize = 10;
+
 /// What the asynchronous writer does during a benchmark run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BenchWriter {
-    /// Off, as in §5.1: a checkpoint completes at once, reading nothing.
+    /// Off, as in §5.1: no writer thread; the mutator alone runs, calling
+    /// `PrepareForNextCheckpoint` at each checkpoint start (with no writer
+    /// there is no pass to wait for).
     #[default]
     Off,
     /// The algorithm's writer runs each checkpoint between intervals, off
@@ -78,25 +84,6 @@ impl std::fmt::Display for BenchWriter {
             Self::Off => "off",
             Self::Between => "between",
         })
-    }
-}
-
-/// The writer of [`BenchWriter::Off`]: completes every checkpoint with an
-/// image of zeros, touching none of the algorithm's shared memory.
-struct OffWriter {
-    words: usize,
-}
-
-impl ImageWriter for OffWriter {
-    fn write_image(
-        &mut self,
-        _prev: Option<&mut PrevImage<'_>>,
-        out: &mut WordSink<'_>,
-    ) -> Result<(), Error> {
-        for _ in 0..self.words {
-            out.push(0)?;
-        }
-        Ok(())
     }
 }
 
@@ -258,6 +245,16 @@ struct Trace {
 }
 
 impl Trace {
+    /// Intervals applied before measuring (the first `WARMUP_INTERVALS`).
+    fn warmup(&self) -> &[u32] {
+        &self.counts[..WARMUP_INTERVALS]
+    }
+
+    /// The measured intervals.
+    fn measured(&self) -> &[u32] {
+        &self.counts[WARMUP_INTERVALS..]
+    }
+
     fn zipf(config: &BenchConfig, intervals: usize) -> Self {
         let per_interval = (config.updates_per_sec as f64 * config.interval_s).round() as usize;
         let objects = config.state_words.div_ceil(config.object_words);
@@ -326,10 +323,10 @@ pub fn run_bench(config: &BenchConfig, algorithms: &[Algorithm]) -> Result<Bench
         .round()
         .max(1.0) as u64;
     let trace = match config.workload {
-        Workload::Zipf => Trace::zipf(config, intervals),
-        Workload::Mmo => Trace::mmo(config, intervals),
+        Workload::Zipf => Trace::zipf(config, WARMUP_INTERVALS + intervals),
+        Workload::Mmo => Trace::mmo(config, WARMUP_INTERVALS + intervals),
     };
-    let total_updates: u64 = trace.counts.iter().map(|&c| u64::from(c)).sum();
+    let total_updates: u64 = trace.measured().iter().map(|&c| u64::from(c)).sum();
     let initial: Vec<u64> = (0..state_words as u64).collect();
     let huge = config.huge_pages;
 
@@ -382,68 +379,90 @@ pub fn run_bench(config: &BenchConfig, algorithms: &[Algorithm]) -> Result<Bench
     })
 }
 
+/// Applies `count` updates from `*pos` on through `write`.
+#[inline]
+fn apply(trace: &Trace, pos: &mut usize, count: u32, mut write: impl FnMut(usize, u64)) {
+    for _ in 0..count {
+        write(trace.words[*pos] as usize, *pos as u64);
+        *pos = if *pos + 1 == trace.words.len() {
+            0
+        } else {
+            *pos + 1
+        };
+    }
+}
+
 /// The raw mutator: plain stores into one array, no checkpointing.
 fn measure_raw(initial: &[u64], trace: &Trace, huge: HugePages) -> Vec<f64> {
     let mut state = Region::copy_of(initial, huge);
     let mut pos = 0;
+    for &count in trace.warmup() {
+        apply(trace, &mut pos, count, |i, v| state[i] = v);
+    }
     let mut out = Vec::with_capacity(trace.counts.len());
-    for &count in &trace.counts {
+    for &count in trace.measured() {
         let start = Instant::now();
-        for _ in 0..count {
-            state[trace.words[pos] as usize] = pos as u64;
-            pos = if pos + 1 == trace.words.len() {
-                0
-            } else {
-                pos + 1
-            };
-        }
+        apply(trace, &mut pos, count, |i, v| state[i] = v);
         black_box(&mut state[..]);
         out.push(start.elapsed().as_secs_f64() * 1e3);
     }
     out
 }
 
+/// Runs one algorithm over the trace: with the writer off, the mutator
+/// alone; with it between intervals, under the engine.
 fn measure<M: MutatorScheme, W: ImageWriter>(
-    (mutator, writer): (M, W),
+    (mut mutator, writer): (M, W),
     (storage, trace, period, mode): (Arc<dyn Storage>, &Trace, u64, BenchWriter),
 ) -> Result<(Vec<f64>, u64, u64), Error> {
     let huge_page_bytes = anon_huge_page_bytes();
-    let writer: Box<dyn ImageWriter> = match mode {
-        BenchWriter::Off => Box::new(OffWriter {
-            words: mutator.words(),
-        }),
-        BenchWriter::Between => Box::new(writer),
-    };
-    let mut engine = Engine::start(mutator, writer, storage, 1, 0, period)?;
-    engine.wait_idle()?;
     let mut pos = 0;
     let mut checkpoints = 0;
     let mut out = Vec::with_capacity(trace.counts.len());
-    for (tick, &count) in (1..).zip(&trace.counts) {
-        let start = Instant::now();
-        for _ in 0..count {
-            engine
-                .mutator
-                .handle_write(trace.words[pos] as usize, pos as u64);
-            pos = if pos + 1 == trace.words.len() {
-                0
-            } else {
-                pos + 1
-            };
+    match mode {
+        BenchWriter::Off => {
+            drop(writer);
+            for &count in trace.warmup() {
+                apply(trace, &mut pos, count, |i, v| mutator.handle_write(i, v));
+            }
+            for (tick, &count) in (1..).zip(trace.measured()) {
+                let start = Instant::now();
+                apply(trace, &mut pos, count, |i, v| mutator.handle_write(i, v));
+                if tick % period == 0 {
+                    mutator.prepare_for_next_checkpoint();
+                    checkpoints += 1;
+                }
+                out.push(start.elapsed().as_secs_f64() * 1e3);
+            }
         }
-        engine.check()?;
-        let mut elapsed = None;
-        let started = engine
-            .point_of_consistency_then(tick, || elapsed = Some(start.elapsed()))
-            .is_some();
-        let elapsed = elapsed.unwrap_or_else(|| start.elapsed());
-        out.push(elapsed.as_secs_f64() * 1e3);
-        if started {
-            checkpoints += 1;
-            // Off the clock: let the writer finish before the mutator goes
-            // on, standing for a checkpoint period long enough for the
-            // writer (§5.1) and keeping its work out of the mutator's times.
+        BenchWriter::Between => {
+            let mut engine = Engine::start(mutator, writer, storage, 1, 0, period)?;
             engine.wait_idle()?;
+            for &count in trace.warmup() {
+                apply(trace, &mut pos, count, |i, v| {
+                    engine.mutator.handle_write(i, v)
+                });
+            }
+            for (tick, &count) in (1..).zip(trace.measured()) {
+                let start = Instant::now();
+                apply(trace, &mut pos, count, |i, v| {
+                    engine.mutator.handle_write(i, v)
+                });
+                engine.check()?;
+                let mut elapsed = None;
+                let started = engine
+                    .point_of_consistency_then(tick, || elapsed = Some(start.elapsed()))
+                    .is_some();
+                let elapsed = elapsed.unwrap_or_else(|| start.elapsed());
+                out.push(elapsed.as_secs_f64() * 1e3);
+                if started {
+                    checkpoints += 1;
+                    // Off the clock: let the writer finish before the mutator
+                    // goes on, standing for a checkpoint period long enough
+                    // for the writer (§5.1), its work not counted.
+                    engine.wait_idle()?;
+                }
+            }
         }
     }
     Ok((out, checkpoints, huge_page_bytes))

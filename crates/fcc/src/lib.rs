@@ -74,14 +74,27 @@
 //!   [`Config::huge_pages`] asks for transparent huge pages with
 //!   `madvise` (§5.6) or forbids them.
 //!
+//! # How recovery is tested
+//!
+//! For every algorithm, seeded random applications are crashed and
+//! recovered against a model: on fcc's simulated disk (`crash_recovery.rs`,
+//! `crash_mid_checkpoint.rs`, `checkpoint_fallback.rs`), on the shared
+//! storage crate's simulated disk with EIO and ENOSPC faults
+//! (`shared_storage_crash.rs`), on real files (`fs_round_trip.rs`), and by
+//! killing a real child process with SIGKILL, often while it writes a
+//! checkpoint (`process_kill.rs`; `kill_during_checkpoints_long` is the
+//! long, ignored version).
+//!
 //! # The benchmarks (§5)
 //!
 //! [`run_bench`] replays a trace of the Zipf or the MMO workload
 //! ([`Workload`]) through each algorithm's mutator and through a raw mutator
 //! without checkpoints. As in §5.1 the logger and, by default, the writer
-//! are off ([`BenchWriter`]); with the writer on it runs between intervals,
-//! off the clock. The clock of the interval that starts a checkpoint stops
-//! after `PrepareForNextCheckpoint`, before the writer is woken. The MMO model's
+//! are off ([`BenchWriter`]): the mutator calls `PrepareForNextCheckpoint`
+//! itself every period. With the writer on it runs between intervals, off
+//! the clock (the clock of the interval that starts a checkpoint stops
+//! after `PrepareForNextCheckpoint`, before the writer is woken). Every run
+//! first applies ten intervals of the trace untimed (a warm-up). The MMO model's
 //! transition probabilities are ours (the paper gives only its rate,
 //! 531,530 updates per second, and that about 80% of the attributes change
 //! only on player actions). [`run_mmo_recovery`] measures §5.4's recovery

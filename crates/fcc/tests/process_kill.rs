@@ -10,6 +10,8 @@
 //! (`recover` then `Fcc::resume`), so recovery after a crash during a
 //! resume's first checkpoint is covered too.
 //!
+//! Half the child lives run with `Config::overlap_log_sync`.
+//!
 //! The actions of tick `t` depend only on the seed and `t`, so the model is
 //! the initial state with ticks `1..=t` applied, whatever was killed when.
 //! `kill_during_checkpoints` is short (CI); the `#[ignore]`d
@@ -35,6 +37,7 @@ const WORDS: usize = 1 << 18;
 const CHILD_DIR: &str = "FCC_KILL_CHILD_DIR";
 const CHILD_ALGO: &str = "FCC_KILL_CHILD_ALGO";
 const CHILD_SEED: &str = "FCC_KILL_CHILD_SEED";
+const CHILD_OVERLAP: &str = "FCC_KILL_CHILD_OVERLAP";
 
 /// The actions of tick `t`.
 fn tick_actions(seed: u64, t: u64) -> Vec<[u8; ACTION_BYTES]> {
@@ -56,6 +59,7 @@ fn child_process() {
     let shared: Arc<dyn Storage> = Arc::new(storage.clone());
     let mut config = Config::new(algorithm);
     config.checkpoint_period_ticks = 3;
+    config.overlap_log_sync = std::env::var(CHILD_OVERLAP).is_ok_and(|v| v == "1");
     let mut app = match recover(&storage, replay) {
         Ok(recovered) => Fcc::resume(shared, recovered, config).unwrap(),
         Err(Error::NoCheckpoint) => {
@@ -122,6 +126,8 @@ fn run_and_kill(dir: &Path, algorithm: Algorithm, seed: u64, rng: &mut SmallRng)
         .env(CHILD_DIR, dir)
         .env(CHILD_ALGO, algorithm.name())
         .env(CHILD_SEED, seed.to_string())
+        // Half the lives overlap each tick's log sync with the next tick.
+        .env(CHILD_OVERLAP, if rng.gen_bool(0.5) { "1" } else { "0" })
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -78,6 +78,13 @@ pub(crate) struct FccArgs {
     /// at 0.1 s, then recover cold and warm, for each --algo.
     #[arg(long)]
     recovery: bool,
+    /// --recovery: real seconds per tick (0: as fast as possible).
+    #[arg(long, default_value_t = 0.1)]
+    tick_s: f64,
+    /// --recovery: overlap each tick's log sync with the next tick,
+    /// comma-separated (off, on).
+    #[arg(long, value_delimiter = ',', default_value = "off")]
+    overlap_log_sync: Vec<String>,
     /// Directory for --recovery (default: a fresh temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -124,6 +131,8 @@ struct Report {
 #[derive(Serialize)]
 struct RecoveryRun {
     algo: String,
+    overlap_log_sync: bool,
+    run_s: f64,
     state_mb: f64,
     checkpoint_mb: f64,
     log_mb: f64,
@@ -269,14 +278,17 @@ pub(crate) fn run(args: FccArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `--recovery`: §5.4's recovery time, one run per algorithm.
+/// `--recovery`: §5.4's recovery time, one run per algorithm and overlap
+/// setting.
 fn recovery(args: &FccArgs) -> Result<(), String> {
     let period_ticks = (args.checkpoint_period * 10.0).round().max(1.0) as u64;
     let ticks = (args.duration * 10.0).round() as u64;
     let mut out = Vec::new();
     println!(
-        "{:<10} {:>9} {:>8} {:>8} {:>11} {:>8} {:>8} {:>10} {:>8} {:>6}",
+        "{:<10} {:>7} {:>7} {:>9} {:>8} {:>8} {:>11} {:>8} {:>8} {:>10} {:>8} {:>6}",
         "algo",
+        "overlap",
+        "run s",
         "state MB",
         "ckpt MB",
         "log MB",
@@ -287,11 +299,24 @@ fn recovery(args: &FccArgs) -> Result<(), String> {
         "warm s",
         "match"
     );
-    for &algo in &args.algo {
+    let overlaps: Vec<bool> = args
+        .overlap_log_sync
+        .iter()
+        .map(|v| match v.as_str() {
+            "on" => Ok(true),
+            "off" => Ok(false),
+            other => Err(format!("--overlap-log-sync {other}: not on or off")),
+        })
+        .collect::<Result<_, _>>()?;
+    for (&algo, &overlap) in args
+        .algo
+        .iter()
+        .flat_map(|a| overlaps.iter().map(move |o| (a, o)))
+    {
         let temp;
         let dir = match &args.dir {
             Some(d) => {
-                let d = d.join(algo.name());
+                let d = d.join(format!("{}-{}", algo.name(), overlap));
                 if d.exists() {
                     std::fs::remove_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
                 }
@@ -308,16 +333,20 @@ fn recovery(args: &FccArgs) -> Result<(), String> {
             period_ticks,
             ticks,
             huge_pages: args.huge_pages.first().copied().unwrap_or_default(),
+            tick_s: args.tick_s,
+            overlap_log_sync: overlap,
             seed: args.seed,
-            ..RecoveryConfig::default()
         };
         eprintln!(
-            "[fcc] recovery: {algo}, {ticks} ticks of 0.1 s, a checkpoint every {period_ticks}"
+            "[fcc] recovery: {algo}, overlap {overlap}, {ticks} ticks ({} s each), a checkpoint every {period_ticks}",
+            args.tick_s
         );
         let r = run_mmo_recovery(&dir, &config).map_err(|e| format!("fcc recovery: {e}"))?;
         println!(
-            "{:<10} {:>9.1} {:>8.1} {:>8.1} {:>11.0} {:>8} {:>8.3} {:>10.3} {:>8.3} {:>6}",
+            "{:<10} {:>7} {:>7.2} {:>9.1} {:>8.1} {:>8.1} {:>11.0} {:>8} {:>8.3} {:>10.3} {:>8.3} {:>6}",
             algo.name(),
+            overlap,
+            r.run_s,
             r.state_bytes as f64 / 1e6,
             r.checkpoint_bytes as f64 / 1e6,
             r.log_bytes as f64 / 1e6,
@@ -330,6 +359,8 @@ fn recovery(args: &FccArgs) -> Result<(), String> {
         );
         out.push(RecoveryRun {
             algo: algo.name().to_string(),
+            overlap_log_sync: overlap,
+            run_s: r.run_s,
             state_mb: r.state_bytes as f64 / 1e6,
             checkpoint_mb: r.checkpoint_bytes as f64 / 1e6,
             log_mb: r.log_bytes as f64 / 1e6,
