@@ -36,10 +36,15 @@ $BIN bench fcc --workload mmo --algo ns,cou,bazz,ipp \
 $BIN bench fcc --workload mmo --recovery --algo ns,cou,bazz,ipp \
     --duration 12.5 --checkpoint-period 4.2 --json "$OUT/mmo-recovery.json"
 
+# Config::overlap_log_sync against waiting for each sync, ticks unpaced.
+$BIN bench fcc --workload mmo --recovery --algo ipp,ns --tick-s 0 \
+    --overlap-log-sync off,on,off,on --duration 12.5 --checkpoint-period 4.2 \
+    --json "$OUT/mmo-overlap.json"
+
 # Figures 6, 7: 12,500 to 200,000 objects (102 MB to 1.6 GB), updates per
 # second at 0.08% and 2.56% of the state's 4-byte words.
 $BIN bench fcc --objects 12500,25000,50000,100000,200000 --update-percent 0.08,2.56 \
-    --algo ns,cou,bazz,ipp --duration 12 --checkpoint-period 4 --repeat 2 \
+    --algo ns,cou,bazz,ipp --duration 12 --checkpoint-period 4 --repeat 3 \
     --json "$OUT/zipf-sizes.json"
 
 python3 scripts/plot-fcc.py "$OUT"

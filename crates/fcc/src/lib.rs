@@ -45,9 +45,14 @@
 //!   (`engine.rs`). Copy-on-Update locks a block on its first update in a
 //!   period, as the paper describes it.
 //! * A checkpoint started at tick `t` is requested only after tick `t`'s log
-//!   block is durable, so nothing on disk is ahead of the released state.
-//! * `point_of_consistency` returns `Ok` only for a durable tick; an error is
-//!   final (fail-stop) and means the tick was not released.
+//!   block is durable, so nothing on disk is ahead of the released state —
+//!   except with [`Config::overlap_log_sync`], where disk may be one tick
+//!   ahead (the in-flight tick, through its log block or a checkpoint of
+//!   it), never more: a block is submitted only after its predecessor is
+//!   durable.
+//! * [`Released::tick`] is always durable; an error from
+//!   `point_of_consistency` is final (fail-stop) and means no further tick
+//!   was released.
 //! * Checkpoint `k` is written into slot `k % 2`; slot `(k - 1) % 2` is not
 //!   touched until `k` is synced. Log segments are removed only when no
 //!   checkpoint still on disk needs them.
@@ -60,9 +65,10 @@
 //! * The initial state is checkpoint 1, written by the writer's first pass
 //!   from each algorithm's initial configuration (Figures 1(a), 2(a));
 //!   [`Fcc::create`] waits for it so recovery always has a checkpoint.
-//! * The logical logger is a thread, but the mutator waits for each tick's
-//!   sync inside `point_of_consistency` (no overlap of the next tick with the
-//!   sync, which §5.5's TPC-C setup had).
+//! * The logical logger is a thread. By default the mutator waits for each
+//!   tick's sync inside `point_of_consistency`; [`Config::overlap_log_sync`]
+//!   lets the next tick run during the sync, as §5.5's TPC-C setup did
+//!   (measured: no gain on this machine's disk).
 //! * The I/O seam ([`Storage`]) is fcc's own small, name-based trait;
 //!   [`SharedStorage`] runs it on the project's shared storage crate (real
 //!   files or its simulated disk), and the crash tests run on both
@@ -80,7 +86,8 @@
 //! recovered against a model: on fcc's simulated disk (`crash_recovery.rs`,
 //! `crash_mid_checkpoint.rs`, `checkpoint_fallback.rs`), on the shared
 //! storage crate's simulated disk with EIO and ENOSPC faults
-//! (`shared_storage_crash.rs`), on real files (`fs_round_trip.rs`), and by
+//! (`shared_storage_crash.rs`), with the overlapped log sync
+//! (`overlap_log_sync.rs`), on real files (`fs_round_trip.rs`), and by
 //! killing a real child process with SIGKILL, often while it writes a
 //! checkpoint (`process_kill.rs`; `kill_during_checkpoints_long` is the
 //! long, ignored version).
