@@ -177,12 +177,15 @@ fn fcc_json_has_one_run_per_algorithm_and_rate() {
         "0.5",
         "--json",
         out.to_str().unwrap(),
+        "--plot",
+        dir.path().join("fcc.svg").to_str().unwrap(),
     ]);
     assert!(
         result.status.success(),
         "{}",
         String::from_utf8_lossy(&result.stderr)
     );
+    assert!(dir.path().join("fcc.svg").exists());
     let report = json(&out);
     let runs = report["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4);

@@ -91,6 +91,11 @@ pub(crate) struct FccArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Draw the mutator's time per interval (Figures 8, 9, 11) for the
+    /// first state size, huge-page setting, writer and rate as an SVG here
+    /// (scripts/plot-fcc.py draws every figure from the JSON).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -262,6 +267,29 @@ pub(crate) fn run(args: FccArgs) -> Result<(), String> {
                     }
                 }
             }
+        }
+    }
+    if let Some(path) = &args.plot {
+        if let Some(first) = runs.first() {
+            let same = |r: &&Run| {
+                r.repeat == 0
+                    && r.state_mb == first.state_mb
+                    && r.huge_pages == first.huge_pages
+                    && r.writer == first.writer
+                    && r.updates_per_sec == first.updates_per_sec
+            };
+            let mut series: Vec<(String, Vec<f64>)> = runs
+                .iter()
+                .filter(same)
+                .map(|r| (r.algo.clone(), r.interval_ms.clone()))
+                .collect();
+            series.push(("raw mutator".into(), first.raw_interval_ms.clone()));
+            let title = format!(
+                "{}: {:.0} MB, {} updates/s, mutator time per 0.1 s",
+                args.workload, first.state_mb, first.updates_per_sec
+            );
+            super::fcc_plot::draw(path, &title, &series)?;
+            eprintln!("figure written to {}", path.display());
         }
     }
     if let Some(path) = &args.json {

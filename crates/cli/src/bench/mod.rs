@@ -3,6 +3,7 @@
 //! with identical settings and report ratios.
 
 mod fcc;
+mod fcc_plot;
 mod plot;
 mod report;
 mod runner;
