@@ -177,12 +177,15 @@ fn fcc_json_has_one_run_per_algorithm_and_rate() {
         "0.5",
         "--json",
         out.to_str().unwrap(),
+        "--plot",
+        dir.path().join("fcc.svg").to_str().unwrap(),
     ]);
     assert!(
         result.status.success(),
         "{}",
         String::from_utf8_lossy(&result.stderr)
     );
+    assert!(dir.path().join("fcc.svg").exists());
     let report = json(&out);
     let runs = report["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4);
@@ -193,7 +196,55 @@ fn fcc_json_has_one_run_per_algorithm_and_rate() {
         assert!(run["interval_added_ms"]["p50"].as_f64().is_some());
         assert!(run["interval_added_ms"]["max"].as_f64().is_some());
     }
-    let result = epochdb(&["bench", "fcc", "--workload", "mmo"]);
+    // The MMO workload (its rate is the model's), and its recovery time.
+    let result = epochdb(&[
+        "bench",
+        "fcc",
+        "--workload",
+        "mmo",
+        "--players",
+        "10",
+        "--algo",
+        "ns,ipp",
+        "--duration",
+        "1",
+        "--checkpoint-period",
+        "0.5",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["runs"].as_array().unwrap().len(), 2);
+    let result = epochdb(&[
+        "bench",
+        "fcc",
+        "--workload",
+        "mmo",
+        "--recovery",
+        "--players",
+        "10",
+        "--algo",
+        "ipp",
+        "--duration",
+        "1",
+        "--checkpoint-period",
+        "0.5",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["runs"][0]["state_matches"], true);
+    let result = epochdb(&["bench", "fcc", "--workload", "tpcc"]);
     assert!(!result.status.success());
     assert!(String::from_utf8_lossy(&result.stderr).contains("--workload"));
 }

@@ -65,8 +65,8 @@ fn main() {
         r[r.len() / 2]
     };
     println!(
-        "{} updates per 0.1 s interval, {} intervals per checkpoint period, raw mutator p50 {:.3} ms/interval",
-        report.updates_per_interval, report.period_intervals, raw_p50
+        "{:.0} updates/s, {} intervals per checkpoint period, raw mutator p50 {:.3} ms/interval",
+        report.updates_per_sec, report.period_intervals, raw_p50
     );
     println!(
         "{:<10} {:>12} {:>22} {:>22} {:>12}",

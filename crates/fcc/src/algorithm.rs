@@ -5,6 +5,7 @@ use crate::algo::{
     pingpong_naive as npp, zigzag_naive as nzz, zigzag_packed as bazz,
 };
 use crate::error::Error;
+use crate::memory::HugePages;
 use crate::scheme::{ImageWriter, MutatorScheme};
 use std::fmt;
 use std::str::FromStr;
@@ -95,6 +96,14 @@ pub struct Config {
     /// Copy-on-Update's block size in words (ignored by the others). The
     /// default, 4, puts a block and its shadow in one 64-byte line (§4.1).
     pub cou_block_words: usize,
+    /// Whether the algorithm's arrays ask for transparent huge pages (§5.6).
+    pub huge_pages: HugePages,
+    /// Overlap each tick's log sync with the next tick (§5.5: "when the
+    /// Logger is writing the actions of one batch of transactions, the
+    /// Mutator is processing the next batch"): `point_of_consistency`
+    /// hands its tick to the logger and returns, releasing the previous
+    /// tick once that one's sync is done. Off: it waits for its own tick.
+    pub overlap_log_sync: bool,
 }
 
 impl Config {
@@ -105,6 +114,8 @@ impl Config {
             algorithm,
             checkpoint_period_ticks: 1,
             cou_block_words: 4,
+            huge_pages: HugePages::Default,
+            overlap_log_sync: false,
         }
     }
 
@@ -168,14 +179,18 @@ pub(crate) fn build(initial: &[u64], config: &Config) -> (AnyMutator, Box<dyn Im
     ) -> (AnyMutator, Box<dyn ImageWriter>) {
         (wrap(m), Box::new(w))
     }
+    let huge = config.huge_pages;
     match config.algorithm {
-        Algorithm::NaiveSnapshot => boxed(AnyMutator::Ns, ns::new(initial)),
-        Algorithm::CopyOnUpdate => {
-            boxed(AnyMutator::Cou, cou::new(initial, config.cou_block_words))
+        Algorithm::NaiveSnapshot => boxed(AnyMutator::Ns, ns::new(initial, huge)),
+        Algorithm::CopyOnUpdate => boxed(
+            AnyMutator::Cou,
+            cou::new(initial, config.cou_block_words, huge),
+        ),
+        Algorithm::ZigzagNaive => boxed(AnyMutator::Nzz, nzz::new(initial, huge)),
+        Algorithm::ZigzagPacked => boxed(AnyMutator::Bazz, bazz::new(initial, huge)),
+        Algorithm::PingPongNaive(mode) => boxed(AnyMutator::Npp, npp::new(initial, mode, huge)),
+        Algorithm::PingPongInterleaved(mode) => {
+            boxed(AnyMutator::Ipp, ipp::new(initial, mode, huge))
         }
-        Algorithm::ZigzagNaive => boxed(AnyMutator::Nzz, nzz::new(initial)),
-        Algorithm::ZigzagPacked => boxed(AnyMutator::Bazz, bazz::new(initial)),
-        Algorithm::PingPongNaive(mode) => boxed(AnyMutator::Npp, npp::new(initial, mode)),
-        Algorithm::PingPongInterleaved(mode) => boxed(AnyMutator::Ipp, ipp::new(initial, mode)),
     }
 }

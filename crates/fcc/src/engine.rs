@@ -128,8 +128,21 @@ impl<M: MutatorScheme> Engine<M> {
     /// checkpoint. A failed writer is never done, so after a failure no
     /// checkpoint starts; [`Engine::check`] reports it.
     pub(crate) fn point_of_consistency(&mut self, tick: u64) -> Option<Started> {
+        self.point_of_consistency_then(tick, || {})
+    }
+
+    /// [`Engine::point_of_consistency`], calling `before_notify` after
+    /// `PrepareForNextCheckpoint` and before the writer is woken (the
+    /// benchmark stops its clock there: in §5.1 the writer is off, and
+    /// waking it can hand the mutator's core to it for a scheduler slice).
+    pub(crate) fn point_of_consistency_then(
+        &mut self,
+        tick: u64,
+        before_notify: impl FnOnce(),
+    ) -> Option<Started> {
         if tick - self.last_start_tick >= self.period_ticks && self.writer_done() {
             self.mutator.prepare_for_next_checkpoint();
+            before_notify();
             self.notify(tick);
             return Some(Started {
                 id: self.requested,

@@ -17,7 +17,9 @@ pub const STATE_WORDS_MAX: usize = 1 << 34;
 /// What a point of consistency did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Released {
-    /// The tick just released: its actions are durable in the log.
+    /// The newest released tick: its actions (and every earlier tick's) are
+    /// durable in the log. Without [`Config::overlap_log_sync`] it is the
+    /// tick of this point of consistency; with it, the one before.
     pub tick: u64,
     /// The id of the checkpoint started at this point of consistency, if one
     /// was (it captures the state as of `tick`).
@@ -41,8 +43,12 @@ pub struct Released {
 pub struct Fcc {
     engine: Engine<AnyMutator>,
     logger: Logger,
-    /// The last released tick.
+    /// The newest point of consistency.
     tick: u64,
+    /// The newest released (durable) tick: `tick`, or `tick - 1` while
+    /// `tick`'s block is in flight (overlap only).
+    released: u64,
+    overlap: bool,
     payload: Vec<u8>,
     records: u32,
     /// Tick of the newest checkpoint started.
@@ -107,6 +113,8 @@ impl Fcc {
             engine,
             logger,
             tick,
+            released: tick,
+            overlap: config.overlap_log_sync,
             payload: Vec::new(),
             records: 0,
             last_checkpoint_tick: tick,
@@ -154,9 +162,30 @@ impl Fcc {
         self.engine.check()?;
         let tick = self.tick + 1;
         let payload = std::mem::take(&mut self.payload);
-        self.payload = self.logger.commit(tick, self.records, payload)?;
+        if self.overlap {
+            // Release the previous tick once its sync is done, then hand
+            // this one over without waiting. Blocks stay in tick order, and
+            // a block is submitted only after the one before is durable, so
+            // the log never holds a tick whose predecessor is missing.
+            if self.released < self.tick {
+                let mut spare = self.logger.wait()?;
+                self.released = self.tick;
+                spare.clear();
+                self.logger.submit(tick, self.records, payload)?;
+                self.payload = spare;
+            } else {
+                self.logger.submit(tick, self.records, payload)?;
+            }
+        } else {
+            self.payload = self.logger.commit(tick, self.records, payload)?;
+            self.released = tick;
+        }
         self.records = 0;
         self.tick = tick;
+        // With overlap, a checkpoint of `tick` may start (and become
+        // durable) before `tick`'s block is: recovery may then return
+        // `tick`, one past the released tick — the same outcome as a crash
+        // between a sync and its release.
         let started = self.engine.point_of_consistency(tick);
         if let Some(s) = started {
             // Checkpoint `s.id - 1` is durable and becomes the fallback;
@@ -166,14 +195,36 @@ impl Fcc {
             self.last_checkpoint_tick = s.tick;
         }
         Ok(Released {
-            tick,
+            tick: self.released,
             checkpoint_started: started.map(|s| s.id),
         })
     }
 
-    /// The last released tick.
+    /// Waits until every point of consistency so far is durable (with
+    /// [`Config::overlap_log_sync`], the last one may still be in flight);
+    /// returns the released tick.
+    pub fn sync_log(&mut self) -> Result<u64, Error> {
+        if self.released < self.tick {
+            let mut spare = self.logger.wait()?;
+            spare.clear();
+            if self.payload.capacity() == 0 {
+                self.payload = spare;
+            }
+            self.released = self.tick;
+        }
+        Ok(self.released)
+    }
+
+    /// The newest point of consistency. Its actions are durable unless
+    /// [`Config::overlap_log_sync`] is on and its sync is still in flight
+    /// (see [`Fcc::released_tick`]).
     pub fn tick(&self) -> u64 {
         self.tick
+    }
+
+    /// The newest tick known durable (released).
+    pub fn released_tick(&self) -> u64 {
+        self.released
     }
 
     /// Size of the application state in words.

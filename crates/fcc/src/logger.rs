@@ -68,11 +68,29 @@ impl Logger {
         records: u32,
         payload: Vec<u8>,
     ) -> Result<Vec<u8>, Error> {
+        self.submit(tick, records, payload)?;
+        self.wait()
+    }
+
+    /// Hands tick `tick`'s block to the logger thread without waiting;
+    /// [`Logger::wait`] returns once it is durable. Blocks are acknowledged
+    /// in the order submitted.
+    pub(crate) fn submit(
+        &mut self,
+        tick: u64,
+        records: u32,
+        payload: Vec<u8>,
+    ) -> Result<(), Error> {
         self.send(Msg::Batch {
             tick,
             records,
             payload,
-        })?;
+        })
+    }
+
+    /// Waits for the oldest submitted block to be durable; returns its
+    /// (cleared) payload buffer.
+    pub(crate) fn wait(&mut self) -> Result<Vec<u8>, Error> {
         self.acks.recv().map_err(|_| Error::PreviousIo)?
     }
 

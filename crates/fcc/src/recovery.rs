@@ -6,7 +6,7 @@
 //!
 //! | checkpoint slots                  | action                                   |
 //! |-----------------------------------|------------------------------------------|
-//! | both valid                        | use the higher id                        |
+//! | both valid                        | use the higher id (the other is not read) |
 //! | one valid, the other torn/bad/none| use the valid one (a crash mid-write)    |
 //! | none valid                        | [`Error::NoCheckpoint`]                  |
 //!
@@ -21,7 +21,10 @@
 //! torn tail (replay stops there) rather than reported as corruption.
 
 use crate::error::Error;
-use crate::format::{ckpt_slot_name, decode_checkpoint, decode_log_block, parse_log_segment_name};
+use crate::format::{
+    ckpt_slot_name, decode_checkpoint, decode_log_block, parse_log_segment_name, CkptHeader,
+    CKPT_HEADER_BYTES,
+};
 use crate::io::Storage;
 use std::io;
 
@@ -38,7 +41,9 @@ pub struct Recovered {
     pub checkpoint_tick: u64,
     /// How many ticks of log were replayed on top of it.
     pub replayed_ticks: u64,
-    /// How many checkpoint slots were unusable (torn by a crash, or damaged).
+    /// How many checkpoint slots were found unusable (torn by a crash, or
+    /// damaged) on the way to the one used; an older slot behind a good
+    /// newer one is not read.
     pub rejected_checkpoints: u32,
 }
 
@@ -49,10 +54,28 @@ pub fn recover(
     storage: &dyn Storage,
     mut replay: impl FnMut(&mut [u64], &[u8]),
 ) -> Result<Recovered, Error> {
-    let mut best = None;
+    // Order the slots by the id in their headers, newest first, and read
+    // and verify a whole checkpoint only when it is the best one left: a
+    // recovery normally reads one checkpoint, not both.
     let mut rejected = 0;
+    let mut candidates = Vec::new();
     for slot in 0..2u64 {
         let name = ckpt_slot_name(slot);
+        let mut head = [0u8; CKPT_HEADER_BYTES];
+        let n = match storage.read_at(&name, 0, &mut head) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e.into()),
+        };
+        match CkptHeader::decode(&name, &head[..n]) {
+            Ok(h) if h.id % 2 == slot => candidates.push((h.id, slot, name)),
+            // Wrong slot for its id, or a torn or damaged header.
+            Ok(_) | Err(_) => rejected += 1,
+        }
+    }
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
+    let mut best = None;
+    for (_, slot, name) in candidates {
         let bytes = match storage.read(&name) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -60,14 +83,10 @@ pub fn recover(
         };
         match decode_checkpoint(&name, &bytes) {
             Ok(c) if c.header.id % 2 == slot => {
-                if best
-                    .as_ref()
-                    .is_none_or(|b: &crate::format::Checkpoint| b.header.id < c.header.id)
-                {
-                    best = Some(c);
-                }
+                best = Some(c);
+                break;
             }
-            // Wrong slot for its id, torn, or damaged: not usable.
+            // Torn or damaged body: fall back to the other slot.
             Ok(_) | Err(_) => rejected += 1,
         }
     }

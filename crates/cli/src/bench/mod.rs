@@ -3,6 +3,7 @@
 //! with identical settings and report ratios.
 
 mod fcc;
+mod fcc_plot;
 mod null_device;
 mod plot;
 mod report;
@@ -31,7 +32,7 @@ pub(crate) enum BenchCommand {
     Tpcc(TpccArgs),
     /// Checkpoints for frequently-consistent applications (Cao et al.):
     /// overhead per checkpoint period and the mutator's latency peaks.
-    Fcc(fcc::FccArgs),
+    Fcc(Box<fcc::FccArgs>),
     /// ELEDA's logging microbenchmark (eleda §6.5.1): three records then a
     /// commit per transaction; GRASSHOPPER, mutex and bitmap scan side by
     /// side over threads, record sizes and I/O units.
@@ -146,7 +147,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
             };
             run_modes(&args.common, &make, "YCSB")
         }
-        BenchCommand::Fcc(args) => fcc::run(args),
+        BenchCommand::Fcc(args) => fcc::run(*args),
         BenchCommand::Wal(args) => wal::run(args),
         BenchCommand::Tpcc(args) => {
             let warehouses = args.warehouses.unwrap_or(args.common.threads as u32);

@@ -22,6 +22,7 @@
 //! load/store on the packed word), read by the writer under the lock.
 
 use crate::error::Error;
+use crate::memory::{HugePages, Region};
 use crate::scheme::{ImageWriter, MutatorScheme, PrevImage, WordSink};
 use std::hint::spin_loop;
 use std::sync::atomic::{
@@ -36,11 +37,11 @@ pub(crate) const BLOCK_WORDS_MAX: usize = 1 << 16;
 struct Shared {
     block_words: usize,
     /// Block `b`: live words at `[2·b·B, 2·b·B + B)`, shadow right after.
-    data: Box<[AtomicU64]>,
+    data: Region<AtomicU64>,
     /// Bit `b` set: block `b` was copied to its shadow in this period.
-    dirty: Box<[AtomicU64]>,
+    dirty: Region<AtomicU64>,
     /// Bit `b` set: block `b` is locked.
-    locks: Box<[AtomicU64]>,
+    locks: Region<AtomicU64>,
     words: usize,
 }
 
@@ -85,19 +86,24 @@ pub(crate) struct CouWriter {
 
 /// Builds the pair with blocks of `block_words` words; no block is dirty, so
 /// the first checkpoint is the initial state read from the live words.
-pub(crate) fn new(initial: &[u64], block_words: usize) -> (CouMutator, CouWriter) {
+pub(crate) fn new(initial: &[u64], block_words: usize, huge: HugePages) -> (CouMutator, CouWriter) {
     assert!((1..=BLOCK_WORDS_MAX).contains(&block_words), "block size");
     let blocks = initial.len().div_ceil(block_words);
-    let mut data = vec![0u64; blocks * block_words * 2];
-    for (i, &w) in initial.iter().enumerate() {
-        let block = i / block_words;
-        data[i + block * block_words] = w;
-    }
+    let data = Region::new(blocks * block_words * 2, huge, |j| {
+        // Block b's live words sit at [2·b·B, 2·b·B + B), its shadow after.
+        let (block, offset) = (j / (2 * block_words), j % (2 * block_words));
+        let i = block * block_words + offset;
+        AtomicU64::new(if offset < block_words && i < initial.len() {
+            initial[i]
+        } else {
+            0
+        })
+    });
     let shared = Arc::new(Shared {
         block_words,
-        data: super::atomic_words(&data),
-        dirty: super::atomic_words(&vec![0; blocks.div_ceil(64)]),
-        locks: super::atomic_words(&vec![0; blocks.div_ceil(64)]),
+        data,
+        dirty: Region::zeroed(blocks.div_ceil(64), huge),
+        locks: Region::zeroed(blocks.div_ceil(64), huge),
         words: initial.len(),
     });
     (

@@ -16,14 +16,15 @@ pub(crate) mod pingpong_naive;
 pub(crate) mod zigzag_naive;
 pub(crate) mod zigzag_packed;
 
+use crate::memory::{HugePages, Region};
 use std::sync::atomic::{AtomicU64, AtomicU8};
 
 /// A shared array of words initialised from `init`.
-pub(crate) fn atomic_words(init: &[u64]) -> Box<[AtomicU64]> {
-    init.iter().map(|&w| AtomicU64::new(w)).collect()
+pub(crate) fn atomic_words(init: &[u64], huge: HugePages) -> Region<AtomicU64> {
+    Region::new(init.len(), huge, |i| AtomicU64::new(init[i]))
 }
 
 /// A shared array of byte-sized flags, all `value`.
-pub(crate) fn atomic_bytes(len: usize, value: u8) -> Box<[AtomicU8]> {
-    (0..len).map(|_| AtomicU8::new(value)).collect()
+pub(crate) fn atomic_bytes(len: usize, value: u8, huge: HugePages) -> Region<AtomicU8> {
+    Region::new(len, huge, |_| AtomicU8::new(value))
 }

@@ -9,28 +9,29 @@
 
 use super::atomic_words;
 use crate::error::Error;
+use crate::memory::{HugePages, Region};
 use crate::scheme::{ImageWriter, MutatorScheme, PrevImage, WordSink};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Mutator side: the live state and the shadow copy.
 pub(crate) struct NsMutator {
-    state: Vec<u64>,
-    shadow: Arc<[AtomicU64]>,
+    state: Region<u64>,
+    shadow: Arc<Region<AtomicU64>>,
 }
 
 /// Writer side: streams the shadow copy.
 pub(crate) struct NsWriter {
-    shadow: Arc<[AtomicU64]>,
+    shadow: Arc<Region<AtomicU64>>,
 }
 
 /// Builds the pair; the shadow starts as the initial state, which is the
 /// first checkpoint.
-pub(crate) fn new(initial: &[u64]) -> (NsMutator, NsWriter) {
-    let shadow: Arc<[AtomicU64]> = atomic_words(initial).into();
+pub(crate) fn new(initial: &[u64], huge: HugePages) -> (NsMutator, NsWriter) {
+    let shadow = Arc::new(atomic_words(initial, huge));
     (
         NsMutator {
-            state: initial.to_vec(),
+            state: Region::copy_of(initial, huge),
             shadow: shadow.clone(),
         },
         NsWriter { shadow },
@@ -50,7 +51,7 @@ impl MutatorScheme for NsMutator {
 
     fn prepare_for_next_checkpoint(&mut self) {
         // The synchronous bulk copy that gives NS its latency spike (§5.3).
-        for (dst, &src) in self.shadow.iter().zip(&self.state) {
+        for (dst, &src) in self.shadow.iter().zip(self.state.iter()) {
             dst.store(src, Relaxed);
         }
     }

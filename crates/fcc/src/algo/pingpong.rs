@@ -9,6 +9,7 @@
 //!   back from disk and streams it with the new updates applied.
 
 use crate::error::Error;
+use crate::memory::{HugePages, Region};
 use crate::scheme::{PrevImage, WordSink};
 
 /// How the Ping-Pong writer builds the next consistent image (§3.3).
@@ -37,7 +38,7 @@ pub(crate) trait Collectors: Send + Sync + 'static {
 pub(crate) struct PpWriterCore {
     mode: PingPongWriter,
     /// Roll-forward image (Copy only).
-    image: Vec<u64>,
+    image: Region<u64>,
     /// `previousAS`/`previousBA`: the collector this pass drains. Starts at
     /// `Even` (0), holding the initial state with every mark set; flips after
     /// every pass, mirroring the mutator's pointer swap.
@@ -45,10 +46,10 @@ pub(crate) struct PpWriterCore {
 }
 
 impl PpWriterCore {
-    pub(crate) fn new(mode: PingPongWriter, words: usize) -> Self {
+    pub(crate) fn new(mode: PingPongWriter, words: usize, huge: HugePages) -> Self {
         let image = match mode {
-            PingPongWriter::Copy => vec![0; words],
-            PingPongWriter::Merge => Vec::new(),
+            PingPongWriter::Copy => Region::zeroed(words, huge),
+            PingPongWriter::Merge => Region::zeroed(0, huge),
         };
         Self {
             mode,

@@ -12,6 +12,7 @@
 
 use super::pingpong::{Collectors, PingPongWriter, PpWriterCore};
 use crate::error::Error;
+use crate::memory::{HugePages, Region, Zeroable};
 use crate::scheme::{ImageWriter, MutatorScheme, PrevImage, WordSink};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -25,9 +26,12 @@ struct Record {
     marks: [AtomicU32; 2],
 }
 const _: () = assert!(std::mem::size_of::<Record>() == 32);
+#[allow(unsafe_code)]
+// SAFETY: a record of atomic integers is valid as zeros and owns nothing.
+unsafe impl Zeroable for Record {}
 
 struct Shared {
-    records: Box<[Record]>,
+    records: Region<Record>,
 }
 
 impl Collectors for Shared {
@@ -58,15 +62,16 @@ pub(crate) struct IppWriter {
 }
 
 /// Builds the pair as in Figure 2(a).
-pub(crate) fn new(initial: &[u64], mode: PingPongWriter) -> (IppMutator, IppWriter) {
-    let records: Box<[Record]> = initial
-        .iter()
-        .map(|&w| Record {
-            state: AtomicU64::new(w),
-            copies: [AtomicU64::new(w), AtomicU64::new(0)],
-            marks: [AtomicU32::new(1), AtomicU32::new(0)],
-        })
-        .collect();
+pub(crate) fn new(
+    initial: &[u64],
+    mode: PingPongWriter,
+    huge: HugePages,
+) -> (IppMutator, IppWriter) {
+    let records = Region::new(initial.len(), huge, |i| Record {
+        state: AtomicU64::new(initial[i]),
+        copies: [AtomicU64::new(initial[i]), AtomicU64::new(0)],
+        marks: [AtomicU32::new(1), AtomicU32::new(0)],
+    });
     let shared = Arc::new(Shared { records });
     (
         IppMutator {
@@ -75,7 +80,7 @@ pub(crate) fn new(initial: &[u64], mode: PingPongWriter) -> (IppMutator, IppWrit
         },
         IppWriter {
             shared,
-            core: PpWriterCore::new(mode, initial.len()),
+            core: PpWriterCore::new(mode, initial.len(), huge),
         },
     )
 }

@@ -12,14 +12,15 @@
 use super::pingpong::{Collectors, PingPongWriter, PpWriterCore};
 use super::{atomic_bytes, atomic_words};
 use crate::error::Error;
+use crate::memory::{HugePages, Region};
 use crate::scheme::{ImageWriter, MutatorScheme, PrevImage, WordSink};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 
 struct Shared {
     /// `Even` (0) and `Odd` (1).
-    copies: [Box<[AtomicU64]>; 2],
-    marks: [Box<[AtomicU8]>; 2],
+    copies: [Region<AtomicU64>; 2],
+    marks: [Region<AtomicU8>; 2],
 }
 
 impl Collectors for Shared {
@@ -38,7 +39,7 @@ impl Collectors for Shared {
 
 /// Mutator side.
 pub(crate) struct NppMutator {
-    state: Vec<u64>,
+    state: Region<u64>,
     shared: Arc<Shared>,
     /// `currentAS`/`currentBA`: 1 (`Odd`) at the start.
     current: usize,
@@ -52,21 +53,25 @@ pub(crate) struct NppWriter {
 
 /// Builds the pair as in Figure 2(a): `Even` holds the initial state with
 /// every mark set (the first checkpoint), `Odd` is empty.
-pub(crate) fn new(initial: &[u64], mode: PingPongWriter) -> (NppMutator, NppWriter) {
+pub(crate) fn new(
+    initial: &[u64],
+    mode: PingPongWriter,
+    huge: HugePages,
+) -> (NppMutator, NppWriter) {
     let n = initial.len();
     let shared = Arc::new(Shared {
-        copies: [atomic_words(initial), atomic_words(&vec![0; n])],
-        marks: [atomic_bytes(n, 1), atomic_bytes(n, 0)],
+        copies: [atomic_words(initial, huge), Region::zeroed(n, huge)],
+        marks: [atomic_bytes(n, 1, huge), Region::zeroed(n, huge)],
     });
     (
         NppMutator {
-            state: initial.to_vec(),
+            state: Region::copy_of(initial, huge),
             shared: shared.clone(),
             current: 1,
         },
         NppWriter {
             shared,
-            core: PpWriterCore::new(mode, n),
+            core: PpWriterCore::new(mode, n, huge),
         },
     )
 }

@@ -11,21 +11,22 @@
 
 use super::{atomic_bytes, atomic_words};
 use crate::error::Error;
+use crate::memory::{HugePages, Region};
 use crate::scheme::{ImageWriter, MutatorScheme, PrevImage, WordSink};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 
 struct Shared {
-    copies: [Box<[AtomicU64]>; 2],
+    copies: [Region<AtomicU64>; 2],
     /// `MW`: which copy the mutator writes (0 or 1).
-    mw: Box<[AtomicU8]>,
+    mw: Region<AtomicU8>,
 }
 
 /// Mutator side.
 pub(crate) struct NzzMutator {
     shared: Arc<Shared>,
     /// `MR`: which copy holds the current value (0 or 1).
-    mr: Vec<u8>,
+    mr: Region<u8>,
 }
 
 /// Writer side.
@@ -35,15 +36,15 @@ pub(crate) struct NzzWriter {
 
 /// Builds the pair: `AS0 = AS1 = initial`, `MR = 0…0`, `MW = 1…1`
 /// (Algorithm 1), so the first checkpoint is `AS0`, the initial state.
-pub(crate) fn new(initial: &[u64]) -> (NzzMutator, NzzWriter) {
+pub(crate) fn new(initial: &[u64], huge: HugePages) -> (NzzMutator, NzzWriter) {
     let shared = Arc::new(Shared {
-        copies: [atomic_words(initial), atomic_words(initial)],
-        mw: atomic_bytes(initial.len(), 1),
+        copies: [atomic_words(initial, huge), atomic_words(initial, huge)],
+        mw: atomic_bytes(initial.len(), 1, huge),
     });
     (
         NzzMutator {
             shared: shared.clone(),
-            mr: vec![0; initial.len()],
+            mr: Region::zeroed(initial.len(), huge),
         },
         NzzWriter { shared },
     )
@@ -66,7 +67,7 @@ impl MutatorScheme for NzzMutator {
 
     fn prepare_for_next_checkpoint(&mut self) {
         // for all i: MW[i] ← ¬MR[i]
-        for (mw, &mr) in self.shared.mw.iter().zip(&self.mr) {
+        for (mw, &mr) in self.shared.mw.iter().zip(self.mr.iter()) {
             mw.store(mr ^ 1, Relaxed);
         }
     }

@@ -11,6 +11,7 @@
 
 use super::atomic_words;
 use crate::error::Error;
+use crate::memory::{HugePages, Region, Zeroable};
 use crate::scheme::{ImageWriter, MutatorScheme, PrevImage, WordSink};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -25,10 +26,13 @@ struct BitLine {
     mw: [AtomicU64; 4],
 }
 const _: () = assert!(std::mem::size_of::<BitLine>() == 64);
+#[allow(unsafe_code)]
+// SAFETY: a line of atomic integers is valid as zeros and owns nothing.
+unsafe impl Zeroable for BitLine {}
 
 struct Shared {
-    copies: [Box<[AtomicU64]>; 2],
-    bits: Box<[BitLine]>,
+    copies: [Region<AtomicU64>; 2],
+    bits: Region<BitLine>,
 }
 
 impl Shared {
@@ -54,16 +58,14 @@ pub(crate) struct BazzWriter {
 }
 
 /// Builds the pair: `AS0 = AS1 = initial`, `MR = 0…0`, `MW = 1…1`.
-pub(crate) fn new(initial: &[u64]) -> (BazzMutator, BazzWriter) {
+pub(crate) fn new(initial: &[u64], huge: HugePages) -> (BazzMutator, BazzWriter) {
     let lines = initial.len().div_ceil(WORDS_PER_LINE);
-    let bits = (0..lines)
-        .map(|_| BitLine {
-            mr: std::array::from_fn(|_| AtomicU64::new(0)),
-            mw: std::array::from_fn(|_| AtomicU64::new(u64::MAX)),
-        })
-        .collect();
+    let bits = Region::new(lines, huge, |_| BitLine {
+        mr: std::array::from_fn(|_| AtomicU64::new(0)),
+        mw: std::array::from_fn(|_| AtomicU64::new(u64::MAX)),
+    });
     let shared = Arc::new(Shared {
-        copies: [atomic_words(initial), atomic_words(initial)],
+        copies: [atomic_words(initial, huge), atomic_words(initial, huge)],
         bits,
     });
     let words = initial.len();
