@@ -328,7 +328,7 @@ impl Log {
             let (from, to) = {
                 let mut state = self.flush_lock.lock();
                 loop {
-                    if state.shutdown {
+                    if state.shutdown || state.error.is_some() {
                         return;
                     }
                     let to = self.safe_read_only();
@@ -390,6 +390,14 @@ impl Log {
             }
             self.flush_cv.wait(&mut state);
         }
+    }
+
+    /// Marks the log failed (fail-stop) and wakes every waiter.
+    pub(crate) fn fail(&self, reason: String) {
+        self.failed.store(true, SeqCst);
+        let mut state = self.flush_lock.lock();
+        state.error.get_or_insert(reason);
+        self.flush_cv.notify_all();
     }
 
     /// Stops the flush thread.

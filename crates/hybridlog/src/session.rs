@@ -456,6 +456,15 @@ impl<F: Functions> Session<F> {
                     break Status::Pending;
                 }
                 Outcome::Shift | Outcome::Retry => {
+                    if self.inner.log.has_failed() {
+                        // The log cannot flush, so head (and the tail) may
+                        // never move again: fail-stop.
+                        if latched {
+                            self.inner.index.bucket(hash).release_shared();
+                        }
+                        self.in_op = false;
+                        return Err(Error::Failed("the log stopped flushing".into()));
+                    }
                     self.refresh();
                     std::thread::yield_now();
                 }

@@ -433,6 +433,19 @@ impl<F: Functions> Store<F> {
     /// running a session, while sessions keep operating or calling
     /// [`Session::refresh`].
     pub fn checkpoint(&self, with_index: bool) -> Result<CheckpointInfo> {
+        let result = self.checkpoint_inner(with_index);
+        if let Err(e) = &result {
+            if !matches!(e, Error::CheckpointInProgress) {
+                // Fail-stop: a checkpoint that failed half-way (a failed
+                // write or sync) ends durability for this store's life.
+                self.inner.log.fail(e.to_string());
+                self.inner.notify_phase();
+            }
+        }
+        result
+    }
+
+    fn checkpoint_inner(&self, with_index: bool) -> Result<CheckpointInfo> {
         let inner = &*self.inner;
         let mut driver = inner.driver.try_lock().ok_or(Error::CheckpointInProgress)?;
         if inner.log.has_failed() {
@@ -481,10 +494,13 @@ impl<F: Functions> Store<F> {
             .enumerate()
         {
             let mut guard = inner.phase_lock.lock();
-            while inner.system_state().phase < phase && inner.system_state().phase != Phase::Rest {
+            while inner.system_state().phase < phase && !inner.log.has_failed() {
                 inner.phase_cv.wait(&mut guard);
             }
             marks[i + 1] = Instant::now();
+        }
+        if inner.log.has_failed() {
+            return Err(Error::Failed("the log failed during the checkpoint".into()));
         }
         let l_e = inner.l_e.load(SeqCst);
         inner.log.wait_flushed(l_e)?;
