@@ -24,6 +24,7 @@ use std::path::Path;
 
 use epochdb_storage::{Storage, StorageFile};
 
+use crate::address::FIRST_ADDRESS;
 use crate::checkpoint::{self, index_name, meta_name, parse_meta_name, Metadata};
 use crate::error::{Error, Result};
 use crate::index::Index;
@@ -113,11 +114,14 @@ pub(crate) fn recover(
     }
     let page_start = (meta.l_e >> page_bits) << page_bits;
     let mut last_page = vec![0u8; (meta.l_e - page_start) as usize];
-    let n = file.read_at(page_start, &mut last_page)?;
-    if n < last_page.len() {
+    // Nothing is ever written below the first address.
+    let start = page_start.max(FIRST_ADDRESS).min(meta.l_e);
+    let tail_part = &mut last_page[(start - page_start) as usize..];
+    let n = file.read_at(start, tail_part)?;
+    if n < tail_part.len() {
         return Err(Error::Corrupted {
             file: log_path,
-            offset: page_start + n as u64,
+            offset: start + n as u64,
             reason: format!("log ends before the checkpoint's end {}", meta.l_e),
         });
     }

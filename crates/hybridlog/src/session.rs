@@ -361,6 +361,8 @@ impl<F: Functions> Session<F> {
         slot.active.store(false, SeqCst);
         slot.taken.store(false, SeqCst);
         self.epoch.unprotect();
+        // Our leaving may be what an epoch action waits for.
+        self.inner.epochs.try_drain();
         self.inner.kick();
     }
 
@@ -562,6 +564,7 @@ impl<F: Functions> Session<F> {
                 // Only disk reads outstanding: block on them unprotected, so
                 // this session holds nothing back while it waits.
                 self.epoch.unprotect();
+                self.inner.epochs.try_drain();
                 let done = self.io_rx.recv();
                 self.epoch.protect();
                 match done {

@@ -464,6 +464,11 @@ impl<F: Functions> Store<F> {
         if with_index {
             let id = driver.next_index_id;
             let l_h = inner.log.tail_address();
+            // A record allocated below L_h may not be in the index yet; once
+            // every thread has refreshed, every such record's CAS is done,
+            // so the copy holds it or the replay from L_h is not needed for
+            // it.
+            self.epoch_barrier();
             let (words, overflow) = inner.index.fuzzy_words();
             checkpoint::write_index(
                 inner.storage.as_ref(),
@@ -546,6 +551,23 @@ impl<F: Functions> Store<F> {
             ],
             index_time,
         })
+    }
+}
+
+impl<F: Functions> Store<F> {
+    /// Returns once every thread protected now has refreshed: BumpEpoch with
+    /// an action that wakes us (waiting on a condition variable).
+    fn epoch_barrier(&self) {
+        let done = Arc::new((Mutex::new(false), Condvar::new()));
+        let signal = done.clone();
+        self.inner.epochs.bump_with(move || {
+            *signal.0.lock() = true;
+            signal.1.notify_all();
+        });
+        let mut passed = done.0.lock();
+        while !*passed {
+            done.1.wait(&mut passed);
+        }
     }
 }
 
