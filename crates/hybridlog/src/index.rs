@@ -318,25 +318,32 @@ impl Index {
     /// the overflow buckets in id order. Entries are read one at a time with
     /// atomic loads while other threads keep updating them.
     pub(crate) fn fuzzy_words(&self) -> (Vec<u64>, u64) {
-        let overflow = self.next_overflow.load(Acquire);
-        let mut words = Vec::with_capacity((self.buckets.len() + overflow as usize) * 8);
+        let mut words = Vec::with_capacity(self.buckets.len() * 8);
         for bucket in self.buckets.iter() {
             words.extend(bucket.words.iter().map(|w| w.load(Acquire)));
         }
-        for id in 1..=overflow {
-            if self.pool[(id as usize - 1) / CHUNK_BUCKETS].get().is_none() {
+        // Overflow buckets last, re-reading how many exist as we go: a link
+        // copied above (or from an earlier overflow bucket) names a bucket
+        // allocated before the link was read, so it is copied too.
+        let mut copied = 0u64;
+        while copied < self.next_overflow.load(Acquire) {
+            copied += 1;
+            if self.pool[(copied as usize - 1) / CHUNK_BUCKETS]
+                .get()
+                .is_none()
+            {
                 // Handed out but its chunk not yet initialised: empty.
                 words.extend([0; 8]);
                 continue;
             }
             words.extend(
-                self.overflow_bucket(id)
+                self.overflow_bucket(copied)
                     .words
                     .iter()
                     .map(|w| w.load(Acquire)),
             );
         }
-        (words, overflow)
+        (words, copied)
     }
 
     /// Rebuilds an index from a fuzzy copy: tentative entries are dropped

@@ -104,9 +104,18 @@ impl<I> Op<I> {
 }
 
 /// Where a pending request's disk read stands.
+///
+/// A disk walk starts at the first address of the chain below head and
+/// follows previous addresses on disk until the key matches (FASTER
+/// continues the walk in the I/O completion). Records below head never
+/// change, so when a retry's chain reaches the same start address, the
+/// walk's result still holds.
 enum IoState {
     None,
-    Waiting,
+    /// Reading; the walk started at this address.
+    Waiting(u64),
+    /// The walk from this address found this record (empty: the key is not
+    /// on disk).
     Done(u64, Vec<u8>),
 }
 
@@ -449,7 +458,7 @@ impl<F: Functions> Session<F> {
                         io: IoState::None,
                     };
                     if let Some(address) = io {
-                        self.issue_io(&mut request, address);
+                        self.issue_io(&mut request, address, address);
                     }
                     self.pending.push(request);
                     if version != self.local.version {
@@ -476,8 +485,8 @@ impl<F: Functions> Session<F> {
         Ok(status)
     }
 
-    fn issue_io(&self, request: &mut Pending<F::Input>, address: u64) {
-        request.io = IoState::Waiting;
+    fn issue_io(&self, request: &mut Pending<F::Input>, start: u64, address: u64) {
+        request.io = IoState::Waiting(start);
         let message = IoMessage::Read(IoRequest {
             token: request.token,
             address,
@@ -501,7 +510,7 @@ impl<F: Functions> Session<F> {
             }
             let requests = std::mem::take(&mut self.pending);
             for mut request in requests {
-                if matches!(request.io, IoState::Waiting) {
+                if matches!(request.io, IoState::Waiting(_)) {
                     self.pending.push(request);
                     continue;
                 }
@@ -536,7 +545,7 @@ impl<F: Functions> Session<F> {
                     }
                     Outcome::Pending(io) => {
                         if let Some(address) = io {
-                            self.issue_io(&mut request, address);
+                            self.issue_io(&mut request, address, address);
                         } else if let Some((address, bytes)) = disk {
                             // Keep the record read for the next try.
                             request.io = IoState::Done(address, bytes);
@@ -559,7 +568,7 @@ impl<F: Functions> Session<F> {
             if self
                 .pending
                 .iter()
-                .all(|r| matches!(r.io, IoState::Waiting))
+                .all(|r| matches!(r.io, IoState::Waiting(_)))
             {
                 // Only disk reads outstanding: block on them unprotected, so
                 // this session holds nothing back while it waits.
@@ -586,9 +595,32 @@ impl<F: Functions> Session<F> {
                 return Err(Error::Failed(e));
             }
         };
-        if let Some(request) = self.pending.iter_mut().find(|r| r.token == done.token) {
-            request.io = IoState::Done(done.address, bytes);
+        let Some(index) = self.pending.iter().position(|r| r.token == done.token) else {
+            return Ok(());
+        };
+        let mut request = self.pending.swap_remove(index);
+        let IoState::Waiting(start) = request.io else {
+            self.pending.push(request);
+            return Ok(());
+        };
+        let header = Header(u64::from_le_bytes(bytes[..8].try_into().expect("8")));
+        if !header.invalid() && key_matches_bytes(&bytes, &request.key) {
+            request.io = IoState::Done(start, bytes);
+        } else if header.previous() >= done.address {
+            let e = format!(
+                "log record at {} points forward to {}",
+                done.address,
+                header.previous()
+            );
+            self.failed = Some(e.clone());
+            return Err(Error::Failed(e));
+        } else if header.previous() < FIRST_ADDRESS.max(self.inner.log.begin.load(Relaxed)) {
+            request.io = IoState::Done(start, Vec::new());
+        } else {
+            // Not this key: go on down the chain on disk.
+            self.issue_io(&mut request, start, header.previous());
         }
+        self.pending.push(request);
         Ok(())
     }
 
@@ -604,22 +636,27 @@ impl<F: Functions> Session<F> {
                 if !header.invalid() && self.key_matches_memory(address) {
                     return Found::Memory(address);
                 }
+                assert!(
+                    header.previous() < address,
+                    "record at {address} in memory points forward to {}",
+                    header.previous()
+                );
                 address = header.previous();
                 continue;
             }
             if address < log.begin.load(Relaxed) {
                 return Found::Absent;
             }
-            match disk {
-                Some((at, bytes)) if at == address => {
-                    let header = Header(u64::from_le_bytes(bytes[..8].try_into().expect("8")));
-                    if !header.invalid() && self.key_matches_disk(bytes) {
-                        return Found::Disk(bytes);
+            return match disk {
+                Some((start, bytes)) if start == address => {
+                    if bytes.is_empty() {
+                        Found::Absent
+                    } else {
+                        Found::Disk(bytes)
                     }
-                    address = header.previous();
                 }
-                _ => return Found::NeedIo(address),
-            }
+                _ => Found::NeedIo(address),
+            };
         }
     }
 
@@ -651,16 +688,12 @@ impl<F: Functions> Session<F> {
         key_words(key, &mut self.key_buf);
         self.key_len_bytes = key.len();
     }
+}
 
-    fn key_matches_disk(&self, bytes: &[u8]) -> bool {
-        let (key_len, _) = split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
-        key_len == self.key_len()
-            && bytes[16..]
-                .chunks(8)
-                .take(self.key_buf.len())
-                .zip(&self.key_buf)
-                .all(|(chunk, k)| u64::from_le_bytes(chunk.try_into().expect("8")) == *k)
-    }
+/// Whether the record `bytes` (read from disk) holds `key`.
+fn key_matches_bytes(bytes: &[u8], key: &[u8]) -> bool {
+    let (key_len, _) = split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
+    key_len == key.len() && bytes.get(16..16 + key_len) == Some(key)
 }
 
 impl<F: Functions> Drop for Session<F> {
