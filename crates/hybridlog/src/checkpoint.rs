@@ -13,7 +13,7 @@
 //! log.dat                  raw pages, file offset = logical address
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use epochdb_storage::{blocks, encode_block, FrameError, Storage};
 
@@ -232,7 +232,7 @@ pub(crate) fn write_index(
 }
 
 /// Reads a fuzzy index checkpoint: `(buckets, overflow buckets, words)`.
-pub(crate) fn read_index(storage: &dyn Storage, path: &PathBuf) -> Result<(usize, u64, Vec<u64>)> {
+pub(crate) fn read_index(storage: &dyn Storage, path: &Path) -> Result<(usize, u64, Vec<u64>)> {
     let data = storage.read(path)?;
     let mut header = None;
     let mut words = Vec::new();
@@ -256,7 +256,7 @@ pub(crate) fn read_index(storage: &dyn Storage, path: &PathBuf) -> Result<(usize
             }
             kind => {
                 return Err(Error::Corrupted {
-                    file: path.clone(),
+                    file: path.to_path_buf(),
                     offset,
                     reason: format!("unexpected block kind {kind}"),
                 })
@@ -264,13 +264,13 @@ pub(crate) fn read_index(storage: &dyn Storage, path: &PathBuf) -> Result<(usize
         }
     }
     let (buckets, overflow) = header.ok_or_else(|| Error::Corrupted {
-        file: path.clone(),
+        file: path.to_path_buf(),
         offset: 0,
         reason: "no index header".into(),
     })?;
     if !buckets.is_power_of_two() || words.len() != (buckets + overflow as usize) * 8 {
         return Err(Error::Corrupted {
-            file: path.clone(),
+            file: path.to_path_buf(),
             offset,
             reason: format!(
                 "index of {buckets} buckets and {overflow} overflow buckets has {} words",

@@ -956,10 +956,8 @@ impl<F: Functions> Session<F> {
                 let at = address + 16 + 8 * words(key_len) as u64;
                 let value = Value::new(log.words(at, words(value_len)), value_len);
                 match op {
-                    Op::Rmw(input) => {
-                        if functions.in_place(&value, input) {
-                            return Outcome::Done(Status::Ok);
-                        }
+                    Op::Rmw(input) if functions.in_place(&value, input) => {
+                        return Outcome::Done(Status::Ok);
                     }
                     Op::Upsert(new) if new.len() == value_len => {
                         if value_len == 8 {

@@ -25,22 +25,26 @@ fn checkpoints_complete_under_load_and_recover_each_prefix() {
     let dir = Path::new("/cp");
     let store = Arc::new(Store::open(Arc::new(disk.clone()), dir, config(), AddU64).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
+    // Both sessions exist before the first checkpoint starts.
+    let started = Arc::new(std::sync::Barrier::new(3));
     let workers: Vec<_> = (0..2u64)
         .map(|t| {
             let store = store.clone();
             let stop = stop.clone();
+            let started = started.clone();
             std::thread::spawn(move || {
                 let mut session = store.start_session().unwrap();
                 let commits = Arc::new(std::sync::Mutex::new(Vec::new()));
                 let seen = commits.clone();
                 session.on_commit(move |serial| seen.lock().unwrap().push(serial));
+                started.wait();
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     // Thread t increments key t by 1 and key 100 by 1.
                     session.rmw(&t.to_le_bytes(), 1).unwrap();
                     session.rmw(&100u64.to_le_bytes(), 1).unwrap();
                     n += 2;
-                    if n % 64 == 0 {
+                    if n.is_multiple_of(64) {
                         session.complete_pending(false).unwrap();
                     }
                 }
@@ -52,6 +56,7 @@ fn checkpoints_complete_under_load_and_recover_each_prefix() {
             })
         })
         .collect();
+    started.wait();
     let mut infos = Vec::new();
     for i in 0..4 {
         let info = store.checkpoint(i % 2 == 0).unwrap();

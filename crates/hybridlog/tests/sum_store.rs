@@ -92,7 +92,7 @@ fn run_seed(seed: u64) -> (u64, u64) {
                     }
                     assert_eq!(session.serial() as usize, ops.len());
                     total_ops.fetch_add(1, Ordering::Relaxed);
-                    if ops.len() % 16 == 0 && session.complete_pending(false).is_err() {
+                    if ops.len().is_multiple_of(16) && session.complete_pending(false).is_err() {
                         break;
                     }
                 }
