@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
 use std::sync::OnceLock;
 
 use crate::address::ADDRESS_MASK;
-use crate::sync::AtomicU64;
+use crate::sync::{fence, spin, AtomicU64};
 
 /// Entries per bucket that hold addresses; the eighth word is the overflow
 /// word.
@@ -245,18 +245,24 @@ impl Index {
                 continue;
             };
             let tentative = (tag << TAG_SHIFT) | TENTATIVE_BIT;
-            // SeqCst on the claim and on the rescan's loads: two inserters
-            // of one tag each store then load; under SeqCst at least one of
-            // them sees the other's tentative entry and backs off.
             if slot
                 .compare_exchange(0, tentative, SeqCst, Relaxed)
                 .is_err()
             {
+                spin();
                 continue;
             }
+            // Two inserters of one tag each store, then load (Dekker's
+            // pattern): at least one must see the other's tentative entry
+            // and back off. The claim and the rescan's loads are SeqCst,
+            // which orders them already; the fence states it and keeps it
+            // so if the loads are ever weakened.
+            fence(SeqCst);
             if self.tag_elsewhere(hash, tag, slot) {
+                // Back off; two inserters may both back off and retry (the
+                // protocol is lock-free only in the absence of such ties).
                 slot.store(0, SeqCst);
-                std::hint::spin_loop();
+                spin();
                 continue;
             }
             let word = tag << TAG_SHIFT;
@@ -451,5 +457,41 @@ mod tests {
             assert_eq!(live.len(), 1, "one entry per tag: {live:?}");
             assert_eq!(index.find(hash).unwrap().address(), 4 * 64);
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Loom model of FASTER's two-phase tentative insert: two threads
+    //! insert the same tag into one bucket; exactly one entry survives and
+    //! both threads' updates land in it. Run with
+    //! `RUSTFLAGS="--cfg loom" cargo test -j 1 --release -p epochdb-hybridlog --lib loom`.
+    use super::*;
+    use loom::sync::Arc;
+
+    #[test]
+    fn two_inserters_of_one_tag_make_one_entry() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let index = Arc::new(Index::new(1));
+            let hash = 5u64 << 48;
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let index = index.clone();
+                    loom::thread::spawn(move || {
+                        let mut entry = index.find_or_create(hash);
+                        while !entry.try_update(entry.address() + 64) {}
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            let (words, _) = index.fuzzy_words();
+            let live = words[..BUCKET_ENTRIES].iter().filter(|w| **w != 0).count();
+            assert_eq!(live, 1, "one entry per tag: {words:?}");
+            assert_eq!(index.find(hash).unwrap().address(), 128);
+        });
     }
 }

@@ -3,6 +3,10 @@
 //! read-copy-update, eviction to disk and reads back, deletes, checkpoints
 //! and recovery (which must restore exactly the state at the last
 //! checkpoint and the session's serial number at it).
+//!
+//! As in FASTER, a pending update is not ordered before the session's later
+//! operations on the same key (it retries when it completes, on whatever is
+//! there then), so the model completes a pending update before going on.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -77,19 +81,28 @@ fn run(actions: Vec<Action>, seed: u64) {
         match action {
             Action::Upsert(k, v) => {
                 reads.retain(|_, (rk, _)| *rk != key(k));
-                session.upsert(&key(k), &v).unwrap();
+                let status = session.upsert(&key(k), &v).unwrap();
                 model.insert(key(k), v);
+                if status == Status::Pending {
+                    finish(&mut session, &mut reads, &model);
+                }
             }
             Action::Rmw(k, a) => {
                 reads.retain(|_, (rk, _)| *rk != key(k));
-                session.rmw(&key(k), a).unwrap();
+                let status = session.rmw(&key(k), a).unwrap();
                 let new = rmw_model(model.get(&key(k)), a);
                 model.insert(key(k), new);
+                if status == Status::Pending {
+                    finish(&mut session, &mut reads, &model);
+                }
             }
             Action::Delete(k) => {
                 reads.retain(|_, (rk, _)| *rk != key(k));
-                session.delete(&key(k)).unwrap();
+                let status = session.delete(&key(k)).unwrap();
                 model.remove(&key(k));
+                if status == Status::Pending {
+                    finish(&mut session, &mut reads, &model);
+                }
             }
             Action::Read(k) => match session.read(&key(k), &mut value).unwrap() {
                 Status::Ok => assert_eq!(Some(&value), model.get(&key(k))),
