@@ -1,0 +1,497 @@
+//! The hash index (FASTER §4; cpr-sigmod19 §5): a power-of-two array of
+//! 64-byte buckets, each seven tagged entries and one overflow word.
+//!
+//! ```text
+//! entry     bits 0..48 logical address | 48..63 tag (15 bits) | 63 tentative
+//! overflow  bits 0..48 overflow bucket id (1-based, 0 = none)
+//!           | 48..63 shared-latch count | 63 exclusive latch
+//! ```
+//!
+//! Invariants:
+//! * An entry is changed only by compare-and-swap (or, for the inserting
+//!   thread's own tentative entry, by a store nobody else may make): the index
+//!   is always physically consistent, which is what lets its checkpoint be
+//!   fuzzy (cpr-sigmod19 §6.3).
+//! * At most one non-tentative entry per tag in a bucket's chain: new tags
+//!   go in with FASTER's two-phase insert — CAS an empty slot to a
+//!   *tentative* entry, rescan the chain, and back off if any other entry
+//!   (tentative or not) has the tag; only then clear the tentative bit.
+//!   Readers ignore tentative entries.
+//! * Entries are never removed (a delete writes a tombstone record), except
+//!   a tentative entry withdrawn by its own inserter.
+//! * Overflow buckets come from a pool of lazily allocated chunks that never
+//!   move or shrink, so a `&AtomicU64` to an entry lives as long as the index.
+//!
+//! The latch bits in the primary bucket's overflow word are CPR's bucket
+//! latches (cpr-sigmod19 §6.2.1, Appendix B fine-grained shift).
+
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+use std::sync::OnceLock;
+
+use crate::address::ADDRESS_MASK;
+use crate::sync::{fence, spin, AtomicU64};
+
+/// Entries per bucket that hold addresses; the eighth word is the overflow
+/// word.
+pub(crate) const BUCKET_ENTRIES: usize = 7;
+const TAG_SHIFT: u32 = 48;
+const TAG_MASK: u64 = (1 << 15) - 1;
+const TENTATIVE_BIT: u64 = 1 << 63;
+const SHARED_ONE: u64 = 1 << 48;
+const SHARED_MASK: u64 = ((1 << 15) - 1) << 48;
+const EXCLUSIVE_BIT: u64 = 1 << 63;
+/// Overflow buckets per pool chunk.
+const CHUNK_BUCKETS: usize = 1024;
+/// Chunks the pool may grow to (4 Mi overflow buckets, 256 MiB).
+const CHUNKS_MAX: usize = 4096;
+
+/// One cache line: seven entries and the overflow word.
+#[repr(align(64))]
+#[derive(Debug)]
+pub(crate) struct Bucket {
+    words: [AtomicU64; BUCKET_ENTRIES + 1],
+}
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64 || cfg!(loom));
+
+impl Bucket {
+    fn new() -> Self {
+        Bucket {
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    fn overflow(&self) -> &AtomicU64 {
+        &self.words[BUCKET_ENTRIES]
+    }
+
+    /// Takes a shared latch unless an exclusive one is held (§6.2.1).
+    pub(crate) fn try_shared(&self) -> bool {
+        let mut word = self.overflow().load(Acquire);
+        loop {
+            if word & EXCLUSIVE_BIT != 0 || word & SHARED_MASK == SHARED_MASK {
+                return false;
+            }
+            match self
+                .overflow()
+                .compare_exchange_weak(word, word + SHARED_ONE, AcqRel, Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => word = now,
+            }
+        }
+    }
+
+    /// Releases a shared latch taken by [`Bucket::try_shared`].
+    pub(crate) fn release_shared(&self) {
+        let before = self.overflow().fetch_sub(SHARED_ONE, AcqRel);
+        debug_assert!(before & SHARED_MASK != 0, "shared latch underflow");
+    }
+
+    /// Takes the exclusive latch if no latch of either kind is held.
+    pub(crate) fn try_exclusive(&self) -> bool {
+        let mut word = self.overflow().load(Acquire);
+        loop {
+            if word & (EXCLUSIVE_BIT | SHARED_MASK) != 0 {
+                return false;
+            }
+            match self
+                .overflow()
+                .compare_exchange_weak(word, word | EXCLUSIVE_BIT, AcqRel, Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => word = now,
+            }
+        }
+    }
+
+    /// Releases the exclusive latch.
+    pub(crate) fn release_exclusive(&self) {
+        let before = self.overflow().fetch_and(!EXCLUSIVE_BIT, AcqRel);
+        debug_assert!(before & EXCLUSIVE_BIT != 0);
+    }
+
+    /// Shared latches now held on the bucket.
+    pub(crate) fn shared_count(&self) -> u64 {
+        (self.overflow().load(Acquire) & SHARED_MASK) >> 48
+    }
+}
+
+/// A reference to one index entry and the word last read from it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry<'a> {
+    slot: &'a AtomicU64,
+    /// The entry as read (never tentative).
+    pub(crate) word: u64,
+}
+
+impl Entry<'_> {
+    /// The address the entry pointed to when read.
+    pub(crate) fn address(&self) -> u64 {
+        self.word & ADDRESS_MASK
+    }
+
+    /// Swings the entry from the address read to `address` (the only way a
+    /// record enters a chain). On failure `self` holds the entry's new word.
+    pub(crate) fn try_update(&mut self, address: u64) -> bool {
+        debug_assert!(address <= ADDRESS_MASK);
+        let new = (self.word & !ADDRESS_MASK) | address;
+        match self.slot.compare_exchange(self.word, new, AcqRel, Acquire) {
+            Ok(_) => {
+                self.word = new;
+                true
+            }
+            Err(now) => {
+                self.word = now;
+                false
+            }
+        }
+    }
+}
+
+/// The hash index: primary buckets and the overflow pool.
+#[derive(Debug)]
+pub(crate) struct Index {
+    buckets: Box<[Bucket]>,
+    mask: u64,
+    pool: Box<[OnceLock<Box<[Bucket]>>]>,
+    /// Overflow buckets handed out; ids are `1..=next`.
+    next_overflow: AtomicU64,
+}
+
+fn tag_of(hash: u64) -> u64 {
+    (hash >> TAG_SHIFT) & TAG_MASK
+}
+
+fn entry_tag(word: u64) -> u64 {
+    (word >> TAG_SHIFT) & TAG_MASK
+}
+
+impl Index {
+    /// An empty index of `buckets` primary buckets (a power of two).
+    pub(crate) fn new(buckets: usize) -> Self {
+        assert!(
+            buckets.is_power_of_two(),
+            "index size must be a power of two"
+        );
+        Index {
+            buckets: (0..buckets).map(|_| Bucket::new()).collect(),
+            mask: buckets as u64 - 1,
+            pool: (0..CHUNKS_MAX).map(|_| OnceLock::new()).collect(),
+            next_overflow: AtomicU64::new(0),
+        }
+    }
+
+    /// Number of primary buckets.
+    pub(crate) fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// The primary bucket of `hash` (where CPR's bucket latches live).
+    pub(crate) fn bucket(&self, hash: u64) -> &Bucket {
+        &self.buckets[(hash & self.mask) as usize]
+    }
+
+    fn overflow_bucket(&self, id: u64) -> &Bucket {
+        let index = (id - 1) as usize;
+        let chunk = self.pool[index / CHUNK_BUCKETS]
+            .get()
+            .expect("overflow ids are handed out only after their chunk exists");
+        &chunk[index % CHUNK_BUCKETS]
+    }
+
+    fn allocate_overflow(&self) -> u64 {
+        let id = self.next_overflow.fetch_add(1, AcqRel) + 1;
+        let index = (id - 1) as usize;
+        assert!(
+            index / CHUNK_BUCKETS < CHUNKS_MAX,
+            "overflow bucket pool exhausted: open the store with a larger index"
+        );
+        self.pool[index / CHUNK_BUCKETS]
+            .get_or_init(|| (0..CHUNK_BUCKETS).map(|_| Bucket::new()).collect());
+        id
+    }
+
+    fn next_in_chain(&self, bucket: &Bucket) -> Option<&Bucket> {
+        let id = bucket.overflow().load(Acquire) & ADDRESS_MASK;
+        (id != 0).then(|| self.overflow_bucket(id))
+    }
+
+    /// The non-tentative entry for `hash`'s tag, if any.
+    pub(crate) fn find(&self, hash: u64) -> Option<Entry<'_>> {
+        let tag = tag_of(hash);
+        let mut bucket = Some(self.bucket(hash));
+        while let Some(b) = bucket {
+            for slot in &b.words[..BUCKET_ENTRIES] {
+                let word = slot.load(Acquire);
+                if word != 0 && word & TENTATIVE_BIT == 0 && entry_tag(word) == tag {
+                    return Some(Entry { slot, word });
+                }
+            }
+            bucket = self.next_in_chain(b);
+        }
+        None
+    }
+
+    /// The entry for `hash`'s tag, creating it (address invalid) with
+    /// FASTER's two-phase tentative insert if there is none.
+    pub(crate) fn find_or_create(&self, hash: u64) -> Entry<'_> {
+        let tag = tag_of(hash);
+        loop {
+            if let Some(entry) = self.find(hash) {
+                return entry;
+            }
+            let Some(slot) = self.free_slot(hash) else {
+                continue;
+            };
+            let tentative = (tag << TAG_SHIFT) | TENTATIVE_BIT;
+            if slot
+                .compare_exchange(0, tentative, SeqCst, Relaxed)
+                .is_err()
+            {
+                spin();
+                continue;
+            }
+            // Two inserters of one tag each store, then load (Dekker's
+            // pattern): at least one must see the other's tentative entry
+            // and back off. The claim and the rescan's loads are SeqCst,
+            // which orders them already; the fence states it and keeps it
+            // so if the loads are ever weakened.
+            fence(SeqCst);
+            if self.tag_elsewhere(hash, tag, slot) {
+                // Back off; two inserters may both back off and retry (the
+                // protocol is lock-free only in the absence of such ties).
+                slot.store(0, SeqCst);
+                spin();
+                continue;
+            }
+            let word = tag << TAG_SHIFT;
+            slot.store(word, SeqCst);
+            return Entry { slot, word };
+        }
+    }
+
+    /// A free slot in the chain of `hash`, extending the chain with an
+    /// overflow bucket if it is full; `None` if a racing thread changed the
+    /// chain first (retry).
+    fn free_slot(&self, hash: u64) -> Option<&AtomicU64> {
+        let mut bucket = self.bucket(hash);
+        loop {
+            for slot in &bucket.words[..BUCKET_ENTRIES] {
+                if slot.load(Acquire) == 0 {
+                    return Some(slot);
+                }
+            }
+            match self.next_in_chain(bucket) {
+                Some(next) => bucket = next,
+                None => {
+                    let id = self.allocate_overflow();
+                    let overflow = bucket.overflow();
+                    let mut word = overflow.load(Acquire);
+                    // Keep the latch bits; install only over "no overflow".
+                    while word & ADDRESS_MASK == 0 {
+                        match overflow.compare_exchange_weak(word, word | id, AcqRel, Acquire) {
+                            Ok(_) => return Some(&self.overflow_bucket(id).words[0]),
+                            Err(now) => word = now,
+                        }
+                    }
+                    // Lost the race: another thread linked its bucket. Ours
+                    // stays unused (a rare leak of 64 bytes).
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn tag_elsewhere(&self, hash: u64, tag: u64, mine: &AtomicU64) -> bool {
+        let mut bucket = Some(self.bucket(hash));
+        while let Some(b) = bucket {
+            for slot in &b.words[..BUCKET_ENTRIES] {
+                if std::ptr::eq(slot, mine) {
+                    continue;
+                }
+                let word = slot.load(SeqCst);
+                if word != 0 && entry_tag(word) == tag {
+                    return true;
+                }
+            }
+            bucket = self.next_in_chain(b);
+        }
+        false
+    }
+
+    /// Fuzzy copy of every word (cpr-sigmod19 §6.3): primary buckets, then
+    /// the overflow buckets in id order. Entries are read one at a time with
+    /// atomic loads while other threads keep updating them.
+    pub(crate) fn fuzzy_words(&self) -> (Vec<u64>, u64) {
+        let mut words = Vec::with_capacity(self.buckets.len() * 8);
+        for bucket in self.buckets.iter() {
+            words.extend(bucket.words.iter().map(|w| w.load(Acquire)));
+        }
+        // Overflow buckets last, re-reading how many exist as we go: a link
+        // copied above (or from an earlier overflow bucket) names a bucket
+        // allocated before the link was read, so it is copied too.
+        let mut copied = 0u64;
+        while copied < self.next_overflow.load(Acquire) {
+            copied += 1;
+            if self.pool[(copied as usize - 1) / CHUNK_BUCKETS]
+                .get()
+                .is_none()
+            {
+                // Handed out but its chunk not yet initialised: empty.
+                words.extend([0; 8]);
+                continue;
+            }
+            words.extend(
+                self.overflow_bucket(copied)
+                    .words
+                    .iter()
+                    .map(|w| w.load(Acquire)),
+            );
+        }
+        (words, copied)
+    }
+
+    /// Rebuilds an index from a fuzzy copy: tentative entries are dropped
+    /// and latch bits cleared (no request survives a restart). An overflow
+    /// id beyond the copy is cleared too.
+    pub(crate) fn from_words(buckets: usize, overflow: u64, words: &[u64]) -> Self {
+        let index = Index::new(buckets);
+        assert_eq!(words.len(), (buckets + overflow as usize) * 8);
+        for _ in 0..overflow {
+            index.allocate_overflow();
+        }
+        for (i, chunk) in words.chunks_exact(8).enumerate() {
+            let bucket = if i < buckets {
+                &index.buckets[i]
+            } else {
+                index.overflow_bucket((i - buckets) as u64 + 1)
+            };
+            for (slot, &word) in bucket.words[..BUCKET_ENTRIES].iter().zip(chunk) {
+                let word = if word & TENTATIVE_BIT != 0 { 0 } else { word };
+                slot.store(word, Relaxed);
+            }
+            let next = chunk[BUCKET_ENTRIES] & ADDRESS_MASK;
+            let next = if next > overflow { 0 } else { next };
+            bucket.overflow().store(next, Relaxed);
+        }
+        index
+    }
+
+    /// Sets `hash`'s entry to `address` (recovery's replay, single-threaded).
+    pub(crate) fn set(&self, hash: u64, address: u64) {
+        let mut entry = self.find_or_create(hash);
+        while !entry.try_update(address) {}
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_or_create_then_find() {
+        let index = Index::new(4);
+        assert!(index.find(0x0001_0000_0000_0001).is_none());
+        let mut e = index.find_or_create(0x0001_0000_0000_0001);
+        assert_eq!(e.address(), 0);
+        assert!(e.try_update(4096));
+        assert_eq!(index.find(0x0001_0000_0000_0001).unwrap().address(), 4096);
+        // Same bucket, other tag: a different entry.
+        assert!(index.find(0x0002_0000_0000_0001).is_none());
+    }
+
+    #[test]
+    fn overflow_chain_holds_many_tags() {
+        let index = Index::new(1);
+        for tag in 1..100u64 {
+            let mut e = index.find_or_create(tag << 48);
+            assert!(e.try_update(tag * 64));
+        }
+        for tag in 1..100u64 {
+            assert_eq!(index.find(tag << 48).unwrap().address(), tag * 64);
+        }
+        let (words, overflow) = index.fuzzy_words();
+        let copy = Index::from_words(1, overflow, &words);
+        for tag in 1..100u64 {
+            assert_eq!(copy.find(tag << 48).unwrap().address(), tag * 64);
+        }
+    }
+
+    #[test]
+    fn latches() {
+        let index = Index::new(1);
+        let b = index.bucket(0);
+        assert!(b.try_shared());
+        assert!(!b.try_exclusive());
+        b.release_shared();
+        assert!(b.try_exclusive());
+        assert!(!b.try_shared());
+        b.release_exclusive();
+        assert_eq!(b.shared_count(), 0);
+    }
+
+    #[test]
+    fn concurrent_inserts_of_one_tag_make_one_entry() {
+        for round in 0..50u64 {
+            let index = std::sync::Arc::new(Index::new(1));
+            let hash = (round % 7 + 1) << 48;
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    let index = index.clone();
+                    std::thread::spawn(move || {
+                        let mut e = index.find_or_create(hash);
+                        while !e.try_update(e.address() + 64) {}
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            let (words, _) = index.fuzzy_words();
+            let live: Vec<_> = words
+                .iter()
+                .enumerate()
+                .filter(|(i, w)| i % 8 != 7 && **w != 0)
+                .collect();
+            assert_eq!(live.len(), 1, "one entry per tag: {live:?}");
+            assert_eq!(index.find(hash).unwrap().address(), 4 * 64);
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Loom model of FASTER's two-phase tentative insert: two threads
+    //! insert the same tag into one bucket; exactly one entry survives and
+    //! both threads' updates land in it. Run with
+    //! `RUSTFLAGS="--cfg loom" cargo test -j 1 --release -p epochdb-hybridlog --lib loom`.
+    use super::*;
+    use loom::sync::Arc;
+
+    #[test]
+    fn two_inserters_of_one_tag_make_one_entry() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let index = Arc::new(Index::new(1));
+            let hash = 5u64 << 48;
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let index = index.clone();
+                    loom::thread::spawn(move || {
+                        let mut entry = index.find_or_create(hash);
+                        while !entry.try_update(entry.address() + 64) {}
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            let (words, _) = index.fuzzy_words();
+            let live = words[..BUCKET_ENTRIES].iter().filter(|w| **w != 0).count();
+            assert_eq!(live, 1, "one entry per tag: {words:?}");
+            assert_eq!(index.find(hash).unwrap().address(), 128);
+        });
+    }
+}

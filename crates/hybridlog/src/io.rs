@@ -1,0 +1,88 @@
+//! Asynchronous reads of records below head (FASTER §5: "if l is less than
+//! the head offset, it issues an asynchronous I/O request"): a session sends
+//! a request and goes on; an I/O thread reads the record from the log file
+//! and sends it back on the session's own channel, where
+//! `complete_pending` picks it up.
+
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use epochdb_storage::StorageFile;
+
+use crate::record::{split_lengths, words, RECORD_HEADER_BYTES};
+
+/// A read of the record at `address`.
+#[derive(Debug)]
+pub(crate) struct IoRequest {
+    /// The pending request it belongs to (session-local id).
+    pub(crate) token: u64,
+    /// The record's logical address (= file offset).
+    pub(crate) address: u64,
+    /// Where to send the answer.
+    pub(crate) reply: Sender<IoDone>,
+}
+
+/// The answer to an [`IoRequest`]: the record's bytes, or why not.
+#[derive(Debug)]
+pub(crate) struct IoDone {
+    pub(crate) token: u64,
+    pub(crate) address: u64,
+    pub(crate) bytes: Result<Vec<u8>, String>,
+}
+
+/// Reads one whole record at `address` from the log file.
+pub(crate) fn read_record(
+    file: &dyn StorageFile,
+    address: u64,
+    limit: usize,
+) -> Result<Vec<u8>, String> {
+    let mut head = [0u8; RECORD_HEADER_BYTES];
+    let n = file
+        .read_at(address, &mut head)
+        .map_err(|e| e.to_string())?;
+    if n < RECORD_HEADER_BYTES {
+        return Err(format!("log ends inside the record at {address}"));
+    }
+    let (key_len, value_len) = split_lengths(u64::from_le_bytes(head[8..].try_into().expect("8")));
+    let total = RECORD_HEADER_BYTES + 8 * (words(key_len) + words(value_len));
+    if key_len == 0 || total > limit {
+        return Err(format!("no valid record at log address {address}"));
+    }
+    let mut bytes = vec![0u8; total];
+    bytes[..RECORD_HEADER_BYTES].copy_from_slice(&head);
+    let n = file
+        .read_at(
+            address + RECORD_HEADER_BYTES as u64,
+            &mut bytes[RECORD_HEADER_BYTES..],
+        )
+        .map_err(|e| e.to_string())?;
+    if n < total - RECORD_HEADER_BYTES {
+        return Err(format!("log ends inside the record at {address}"));
+    }
+    Ok(bytes)
+}
+
+/// What the I/O thread is asked to do.
+#[derive(Debug)]
+pub(crate) enum IoMessage {
+    /// Read a record.
+    Read(IoRequest),
+    /// End the thread (the store is closing).
+    Stop,
+}
+
+/// The I/O thread's loop: serves requests until told to stop.
+pub(crate) fn io_loop(file: Arc<dyn StorageFile>, requests: Receiver<IoMessage>, limit: usize) {
+    for message in requests {
+        let IoMessage::Read(request) = message else {
+            return;
+        };
+        let bytes = read_record(file.as_ref(), request.address, limit);
+        // A session that stopped no longer listens; nothing to do then.
+        let _ = request.reply.send(IoDone {
+            token: request.token,
+            address: request.address,
+            bytes,
+        });
+    }
+}

@@ -1,0 +1,409 @@
+//! The HybridLog (FASTER §5; cpr-sigmod19 §5.1): a 48-bit logical address
+//! space whose tail lives in a circular buffer of in-memory page frames and
+//! whose body lives in one file on disk (file offset = logical address).
+//!
+//! ```text
+//!  begin        safe_head  head      safe_ro  read_only          tail
+//!    |  on disk    |   immutable, in memory  | fuzzy |  mutable   |
+//! ```
+//!
+//! Invariants:
+//! * `begin ≤ safe_head ≤ head ≤ flushed ≤ safe_read_only ≤ read_only ≤ tail`
+//!   (head is only moved up to what is durable on disk, `flushed`).
+//! * `head` and `read_only` move first; their *safe* twins follow in an epoch
+//!   action (`bump_with`), once every thread has refreshed and so has seen
+//!   the new value (cpr-sigmod19 §3, §5.1). A thread that read the old head
+//!   and is still protected may still read the page: frames are recycled only
+//!   for pages below `safe_head`.
+//! * Records below `safe_read_only` are never written again in memory, so
+//!   the flush thread may copy them to disk while others work; a record
+//!   is written completely by its allocator before the allocator refreshes.
+//! * Page `p` lives in frame `p mod frames`; a page is opened (its frame
+//!   zeroed, the tail moved onto it) only once the frame's previous page is
+//!   below `safe_head`. Exactly one thread opens each page (`opened` CAS).
+//! * Records never straddle pages; the zero-filled rest of a page reads as
+//!   "no more records here".
+
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Weak};
+
+use crossbeam_utils::CachePadded;
+use epochdb_epoch::EpochManager;
+use epochdb_storage::StorageFile;
+use parking_lot::{Condvar, Mutex};
+
+use crate::address::{FIRST_ADDRESS, FRAMES_MIN, PAGE_BITS_MAX, PAGE_BITS_MIN};
+use crate::error::Error;
+use crate::record::RECORD_HEADER_BYTES;
+
+/// Geometry of the in-memory part of the log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Geometry {
+    /// log2 of the page size in bytes.
+    pub(crate) page_bits: u32,
+    /// In-memory page frames (the memory budget in pages).
+    pub(crate) frames: usize,
+    /// Pages kept mutable behind the tail page (the read-only lag).
+    pub(crate) mutable_pages: u64,
+}
+
+impl Geometry {
+    /// The geometry for a memory budget: as many frames as fit (at least
+    /// [`FRAMES_MIN`]), `mutable_fraction` of them mutable, leaving at least
+    /// two immutable frames so flushing and eviction keep up.
+    pub(crate) fn new(page_bits: u32, memory_bytes: u64, mutable_fraction: f64) -> Self {
+        assert!(
+            (PAGE_BITS_MIN..=PAGE_BITS_MAX).contains(&page_bits),
+            "page_bits out of range"
+        );
+        let frames = ((memory_bytes >> page_bits) as usize).max(FRAMES_MIN);
+        let mutable = ((frames as f64 * mutable_fraction) as u64).clamp(1, frames as u64 - 3);
+        Geometry {
+            page_bits,
+            frames,
+            mutable_pages: mutable,
+        }
+    }
+
+    pub(crate) fn page_bytes(&self) -> u64 {
+        1 << self.page_bits
+    }
+}
+
+/// The log's addresses, its frames, its file and the flush thread's mailbox.
+pub(crate) struct Log {
+    me: Weak<Log>,
+    pub(crate) geometry: Geometry,
+    epochs: EpochManager,
+    frames: Box<[Box<[AtomicU64]>]>,
+    /// `page << 32 | offset`; the offset may run past the page end while the
+    /// next page is being opened.
+    tail: CachePadded<AtomicU64>,
+    /// The last page opened (its frame zeroed and the tail moved onto it).
+    opened: AtomicU64,
+    pub(crate) begin: AtomicU64,
+    head: CachePadded<AtomicU64>,
+    safe_head: CachePadded<AtomicU64>,
+    read_only: CachePadded<AtomicU64>,
+    safe_read_only: CachePadded<AtomicU64>,
+    /// Everything below is on disk and synced.
+    flushed: CachePadded<AtomicU64>,
+    pub(crate) file: Arc<dyn StorageFile>,
+    flush_lock: Mutex<FlushState>,
+    flush_cv: Condvar,
+    /// Set by the first failed write or sync: nothing is durable any more.
+    failed: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct FlushState {
+    shutdown: bool,
+    error: Option<String>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("tail", &self.tail_address())
+            .field("read_only", &self.read_only())
+            .field("head", &self.head())
+            .field("flushed", &self.flushed())
+            .finish_non_exhaustive()
+    }
+}
+
+fn pack(page: u64, offset: u64) -> u64 {
+    (page << 32) | offset
+}
+
+impl Log {
+    /// A log whose tail is at `tail` (a fresh log: [`FIRST_ADDRESS`]); every
+    /// address below it is on disk. `last_page` holds the bytes of the tail's
+    /// page below the tail (recovery), loaded into its frame.
+    pub(crate) fn new(
+        geometry: Geometry,
+        epochs: EpochManager,
+        file: Arc<dyn StorageFile>,
+        tail: u64,
+        last_page: &[u8],
+    ) -> Arc<Log> {
+        let page_words = (geometry.page_bytes() / 8) as usize;
+        let frames: Box<[Box<[AtomicU64]>]> = (0..geometry.frames)
+            .map(|_| (0..page_words).map(|_| AtomicU64::new(0)).collect())
+            .collect();
+        let page = tail >> geometry.page_bits;
+        let offset = tail & (geometry.page_bytes() - 1);
+        let page_start = page << geometry.page_bits;
+        assert!(last_page.len() as u64 <= offset);
+        let frame = &frames[(page % geometry.frames as u64) as usize];
+        for (word, bytes) in frame.iter().zip(last_page.chunks(8)) {
+            let mut buf = [0u8; 8];
+            buf[..bytes.len()].copy_from_slice(bytes);
+            word.store(u64::from_le_bytes(buf), Relaxed);
+        }
+        let head = if tail == FIRST_ADDRESS {
+            FIRST_ADDRESS
+        } else {
+            page_start.max(FIRST_ADDRESS)
+        };
+        Arc::new_cyclic(|me| Log {
+            me: me.clone(),
+            geometry,
+            epochs,
+            frames,
+            tail: CachePadded::new(AtomicU64::new(pack(page, offset))),
+            opened: AtomicU64::new(page),
+            begin: AtomicU64::new(FIRST_ADDRESS),
+            head: CachePadded::new(AtomicU64::new(head)),
+            safe_head: CachePadded::new(AtomicU64::new(head)),
+            read_only: CachePadded::new(AtomicU64::new(tail)),
+            safe_read_only: CachePadded::new(AtomicU64::new(tail)),
+            flushed: CachePadded::new(AtomicU64::new(tail)),
+            file,
+            flush_lock: Mutex::new(FlushState::default()),
+            flush_cv: Condvar::new(),
+            failed: AtomicBool::new(false),
+        })
+    }
+
+    /// The next address to be allocated.
+    pub(crate) fn tail_address(&self) -> u64 {
+        let word = self.tail.load(Acquire);
+        let page = word >> 32;
+        let offset = (word & 0xffff_ffff).min(self.geometry.page_bytes());
+        (page << self.geometry.page_bits) + offset
+    }
+
+    pub(crate) fn head(&self) -> u64 {
+        self.head.load(Acquire)
+    }
+
+    pub(crate) fn safe_head(&self) -> u64 {
+        self.safe_head.load(Acquire)
+    }
+
+    pub(crate) fn read_only(&self) -> u64 {
+        self.read_only.load(Acquire)
+    }
+
+    pub(crate) fn safe_read_only(&self) -> u64 {
+        self.safe_read_only.load(Acquire)
+    }
+
+    pub(crate) fn flushed(&self) -> u64 {
+        self.flushed.load(Acquire)
+    }
+
+    /// Whether a write or sync of the log failed (fail-stop).
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Acquire)
+    }
+
+    /// The word at `address`, which must be in memory (≥ `head` as the
+    /// caller read it while protected).
+    #[inline]
+    pub(crate) fn word(&self, address: u64) -> &AtomicU64 {
+        let page = address >> self.geometry.page_bits;
+        let frame = &self.frames[(page % self.geometry.frames as u64) as usize];
+        &frame[((address & (self.geometry.page_bytes() - 1)) >> 3) as usize]
+    }
+
+    /// `count` words from `address`, on one page.
+    #[inline]
+    pub(crate) fn words(&self, address: u64, count: usize) -> &[AtomicU64] {
+        let page = address >> self.geometry.page_bits;
+        let frame = &self.frames[(page % self.geometry.frames as u64) as usize];
+        let start = ((address & (self.geometry.page_bytes() - 1)) >> 3) as usize;
+        &frame[start..start + count]
+    }
+
+    /// Largest record the log takes.
+    pub(crate) fn record_bytes_max(&self) -> usize {
+        (self.geometry.page_bytes() - FIRST_ADDRESS) as usize
+    }
+
+    /// Reserves `bytes` (a multiple of 8, ≤ [`Log::record_bytes_max`]) at the
+    /// tail by fetch-add (FASTER's `Allocate`). `None` when the next page
+    /// cannot be opened yet (its frame is not yet evicted): the caller
+    /// refreshes its epoch, which lets head and flushing move, and retries.
+    pub(crate) fn allocate(&self, bytes: usize) -> Option<u64> {
+        debug_assert!(bytes.is_multiple_of(8) && bytes >= RECORD_HEADER_BYTES);
+        debug_assert!(bytes <= self.record_bytes_max());
+        let page_bytes = self.geometry.page_bytes();
+        // While the next page is being opened, do not push the offset
+        // further (it has 32 bits).
+        let now = self.tail.load(Acquire);
+        if now & 0xffff_ffff > page_bytes {
+            self.open_page((now >> 32) + 1);
+            return None;
+        }
+        let old = self.tail.fetch_add(bytes as u64, AcqRel);
+        let page = old >> 32;
+        let offset = old & 0xffff_ffff;
+        if offset + bytes as u64 <= page_bytes {
+            return Some((page << self.geometry.page_bits) + offset);
+        }
+        // The page is full. Its unused rest stays zero: "no more records".
+        self.open_page(page + 1);
+        None
+    }
+
+    /// Opens `page` if its frame is free and no one else has: zeroes the
+    /// frame, moves the tail onto it, and moves read-only and head along.
+    fn open_page(&self, page: u64) {
+        let frames = self.geometry.frames as u64;
+        let safe_head_page = self.safe_head() >> self.geometry.page_bits;
+        if page >= safe_head_page + frames {
+            // Not evicted yet: ask for head to move (it may be waiting on
+            // the flush) and let the caller refresh.
+            self.shift_head_to_lag();
+            return;
+        }
+        if self
+            .opened
+            .compare_exchange(page - 1, page, AcqRel, Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        for word in self.frames[(page % frames) as usize].iter() {
+            word.store(0, Relaxed);
+        }
+        // Release: the zeroed frame happens-before any allocation on it.
+        self.tail.store(pack(page, 0), Release);
+        let mutable = self.geometry.mutable_pages;
+        if page > mutable {
+            self.shift_read_only((page - mutable) << self.geometry.page_bits);
+        }
+        self.shift_head_to_lag();
+    }
+
+    /// Moves read-only up to `address`; `safe_read_only` follows once every
+    /// thread has seen it, and then the flush thread writes the pages.
+    pub(crate) fn shift_read_only(&self, address: u64) {
+        if self.read_only.fetch_max(address, AcqRel) >= address {
+            return;
+        }
+        let me = self.me.clone();
+        self.epochs.bump_with(move || {
+            if let Some(log) = me.upgrade() {
+                log.safe_read_only.fetch_max(address, AcqRel);
+                let _guard = log.flush_lock.lock();
+                log.flush_cv.notify_all();
+            }
+        });
+    }
+
+    /// Moves head toward keeping one free frame ahead of the tail page,
+    /// never above what is flushed.
+    fn shift_head_to_lag(&self) {
+        let page_bits = self.geometry.page_bits;
+        let tail_page = self.tail.load(Acquire) >> 32;
+        let frames = self.geometry.frames as u64;
+        let want = (tail_page + 2).saturating_sub(frames) << page_bits;
+        let durable = (self.flushed() >> page_bits) << page_bits;
+        let target = want.min(durable);
+        if target <= self.head() {
+            return;
+        }
+        if self.head.fetch_max(target, AcqRel) >= target {
+            return;
+        }
+        let me = self.me.clone();
+        self.epochs.bump_with(move || {
+            if let Some(log) = me.upgrade() {
+                // Frames below `target` may now be reused: no protected
+                // thread can still hold an address below it from before.
+                log.safe_head.fetch_max(target, AcqRel);
+            }
+        });
+    }
+
+    /// The flush thread's loop: writes `[flushed, safe_read_only)` to the
+    /// file, syncs, and publishes the new `flushed`. A failed write or sync
+    /// is fatal (fail-stop): `failed` is set and the thread ends.
+    pub(crate) fn flush_loop(&self) {
+        loop {
+            let (from, to) = {
+                let mut state = self.flush_lock.lock();
+                loop {
+                    if state.shutdown || state.error.is_some() {
+                        return;
+                    }
+                    let to = self.safe_read_only();
+                    let from = self.flushed();
+                    if to > from {
+                        break (from, to);
+                    }
+                    self.flush_cv.wait(&mut state);
+                }
+            };
+            if let Err(e) = self.write_range(from, to).and_then(|()| self.file.sync()) {
+                self.failed.store(true, SeqCst);
+                let mut state = self.flush_lock.lock();
+                state.error = Some(e.to_string());
+                self.flush_cv.notify_all();
+                return;
+            }
+            self.flushed.store(to, Release);
+            {
+                let _guard = self.flush_lock.lock();
+                self.flush_cv.notify_all();
+            }
+            self.shift_head_to_lag();
+        }
+    }
+
+    fn write_range(&self, from: u64, to: u64) -> Result<(), epochdb_storage::StorageError> {
+        let page_bytes = self.geometry.page_bytes();
+        let mut buf = Vec::with_capacity(page_bytes as usize);
+        let mut start = from;
+        while start < to {
+            let page_end = ((start >> self.geometry.page_bits) + 1) << self.geometry.page_bits;
+            let end = page_end.min(to);
+            buf.clear();
+            let count = ((end - start) / 8) as usize;
+            for word in self.words(start, count) {
+                buf.extend_from_slice(&word.load(Relaxed).to_le_bytes());
+            }
+            self.file.write_at(start, &buf)?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Blocks until everything below `address` is on disk and synced
+    /// (or the flush failed). Waits on the flush thread's condition
+    /// variable: no polling.
+    pub(crate) fn wait_flushed(&self, address: u64) -> Result<(), Error> {
+        let mut state = self.flush_lock.lock();
+        loop {
+            if let Some(e) = &state.error {
+                return Err(Error::Failed(e.clone()));
+            }
+            if self.flushed() >= address {
+                return Ok(());
+            }
+            if state.shutdown {
+                return Err(Error::Failed("store shut down".into()));
+            }
+            self.flush_cv.wait(&mut state);
+        }
+    }
+
+    /// Marks the log failed (fail-stop) and wakes every waiter.
+    pub(crate) fn fail(&self, reason: String) {
+        self.failed.store(true, SeqCst);
+        let mut state = self.flush_lock.lock();
+        state.error.get_or_insert(reason);
+        self.flush_cv.notify_all();
+    }
+
+    /// Stops the flush thread.
+    pub(crate) fn shutdown(&self) {
+        let mut state = self.flush_lock.lock();
+        state.shutdown = true;
+        self.flush_cv.notify_all();
+    }
+}

@@ -1,0 +1,170 @@
+//! The record layout of the HybridLog (cpr-sigmod19 §6.2: "the 64-bit
+//! per-record header … 48-bit previous address and status bits such as
+//! invalid and tombstone … a 13-bit version number").
+//!
+//! ```text
+//! word 0  header: bits 0..48 previous address, 48..61 version (13 bits),
+//!                 bit 61 invalid, bit 62 tombstone, bit 63 reserved (0)
+//! word 1  key length in bytes (u32, low half) | value length (u32, high)
+//! word 2… key bytes, zero-padded to whole words
+//!         value bytes, zero-padded to whole words
+//! ```
+//!
+//! Every record is 8-byte aligned and a whole number of words, so the page
+//! frames are arrays of `AtomicU64` and every access to a record that other
+//! threads may see is an atomic load or store: no data race is possible even
+//! when threads update values in place concurrently (FASTER leaves that to
+//! the user's functions; here a value is a run of atomic words).
+//!
+//! Keys are never empty, so word 1 of a record is never zero: a zero word 1
+//! where a record would start means "nothing more on this page" (the rest of
+//! a page the allocator skipped is left zero).
+
+use crate::address::{ADDRESS_BITS, ADDRESS_MASK};
+
+/// Bits of the record version (cpr-sigmod19 §6.2).
+pub(crate) const VERSION_BITS: u32 = 13;
+/// Mask of a record version.
+pub(crate) const VERSION_MASK: u64 = (1 << VERSION_BITS) - 1;
+const INVALID_BIT: u64 = 1 << 61;
+const TOMBSTONE_BIT: u64 = 1 << 62;
+/// Bytes of the header and length words.
+pub(crate) const RECORD_HEADER_BYTES: usize = 16;
+
+const _: () = assert!(ADDRESS_BITS + VERSION_BITS == 61);
+
+/// The decoded first word of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Header(pub(crate) u64);
+
+impl Header {
+    /// A valid header.
+    pub(crate) fn new(previous: u64, version: u32, tombstone: bool) -> Self {
+        debug_assert!(previous <= ADDRESS_MASK);
+        let mut word = previous | ((u64::from(version) & VERSION_MASK) << ADDRESS_BITS);
+        if tombstone {
+            word |= TOMBSTONE_BIT;
+        }
+        Header(word)
+    }
+
+    /// The previous record of the same hash chain.
+    pub(crate) fn previous(self) -> u64 {
+        self.0 & ADDRESS_MASK
+    }
+
+    /// The checkpoint version the record was written in, modulo 2^13.
+    pub(crate) fn version(self) -> u32 {
+        ((self.0 >> ADDRESS_BITS) & VERSION_MASK) as u32
+    }
+
+    /// The record is to be skipped (a lost index CAS, or a version-(v+1)
+    /// record invalidated by recovery, §6.4); its previous address is still
+    /// followed.
+    pub(crate) fn invalid(self) -> bool {
+        self.0 & INVALID_BIT != 0
+    }
+
+    /// The record marks its key deleted.
+    pub(crate) fn tombstone(self) -> bool {
+        self.0 & TOMBSTONE_BIT != 0
+    }
+
+    /// This header with the invalid bit set.
+    pub(crate) fn with_invalid(self) -> Self {
+        Header(self.0 | INVALID_BIT)
+    }
+}
+
+/// Record versions are 13 bits and wrap; versions only ever compare for
+/// equality with the current version (cpr-sigmod19 Algorithms 3 and 4 ask
+/// "is this record of version v+1?", never an order over distant versions).
+pub(crate) fn record_version(version: u32) -> u32 {
+    (u64::from(version) & VERSION_MASK) as u32
+}
+
+/// Words needed for `bytes` bytes.
+pub(crate) fn words(bytes: usize) -> usize {
+    bytes.div_ceil(8)
+}
+
+/// Bytes of a record with these key and value lengths.
+pub(crate) fn record_bytes(key_len: usize, value_len: usize) -> usize {
+    RECORD_HEADER_BYTES + 8 * (words(key_len) + words(value_len))
+}
+
+/// Packs the length word.
+pub(crate) fn lengths_word(key_len: usize, value_len: usize) -> u64 {
+    debug_assert!(key_len > 0 && key_len <= u32::MAX as usize);
+    debug_assert!(value_len <= u32::MAX as usize);
+    key_len as u64 | ((value_len as u64) << 32)
+}
+
+/// Unpacks the length word: `(key_len, value_len)`.
+pub(crate) fn split_lengths(word: u64) -> (usize, usize) {
+    ((word & 0xffff_ffff) as usize, (word >> 32) as usize)
+}
+
+/// The 64-bit hash of a key (FASTER hashes keys with a mixing function; the
+/// index takes its bucket from the low bits and its tag from the high bits).
+/// Whole words are mixed at a time, so an 8-byte key costs one round.
+pub(crate) fn hash_key(key: &[u8]) -> u64 {
+    let mut hash = 0x9e37_79b9_7f4a_7c15u64 ^ (key.len() as u64);
+    let mut chunks = key.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
+        hash = mix(hash ^ word);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut buf = [0u8; 8];
+        buf[..rest.len()].copy_from_slice(rest);
+        hash = mix(hash ^ u64::from_le_bytes(buf));
+    }
+    hash
+}
+
+/// A 64-bit finalizer (murmur3's fmix64).
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^= x >> 33;
+    x
+}
+
+/// Key bytes as little-endian words, zero-padded.
+pub(crate) fn key_words(key: &[u8], out: &mut Vec<u64>) {
+    out.clear();
+    for chunk in key.chunks(8) {
+        let mut buf = [0u8; 8];
+        buf[..chunk.len()].copy_from_slice(chunk);
+        out.push(u64::from_le_bytes(buf));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let h = Header::new(0x1234_5678_9abc, 8191, true);
+        assert_eq!(h.previous(), 0x1234_5678_9abc);
+        assert_eq!(h.version(), 8191);
+        assert!(h.tombstone());
+        assert!(!h.invalid());
+        let h = h.with_invalid();
+        assert!(h.invalid());
+        assert_eq!(h.version(), 8191);
+        assert_eq!(Header::new(64, 8192, false).version(), 0, "versions wrap");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(record_bytes(8, 8), 32);
+        assert_eq!(record_bytes(1, 100), 16 + 8 + 104);
+        assert_eq!(split_lengths(lengths_word(8, 100)), (8, 100));
+    }
+}

@@ -1,0 +1,219 @@
+//! Recovery from a CPR checkpoint (cpr-sigmod19 §6.4).
+//!
+//! Decision table, newest metadata file first:
+//!
+//! | what is found                           | what recovery does                   |
+//! |-----------------------------------------|--------------------------------------|
+//! | no `cpr-*.meta`                         | a fresh, empty store                 |
+//! | `*.tmp` files                           | an unfinished checkpoint: removed    |
+//! | newest metadata fails its checksum      | `Error::Corrupted` (file, offset)    |
+//! | its index file is missing or corrupt    | `Error::Corrupted` / `Storage`       |
+//! | the log is shorter than `l_e`           | `Error::Corrupted` (log, offset)     |
+//! | a record in `[l_h, l_e)` is malformed   | `Error::Corrupted` (log, offset)     |
+//!
+//! Metadata is renamed into place only after everything it names is synced,
+//! so an interrupted checkpoint leaves no metadata and is simply not seen:
+//! the previous whole checkpoint is used.
+//!
+//! Steps: load the fuzzy index; replay the log from `l_h` to `l_e` setting
+//! each record's index entry — except version-(v+1) records at or above
+//! `l_s`, which are marked invalid, in memory and on disk (§6.4); load the
+//! partial last page; restore the session table.
+
+use std::path::Path;
+
+use epochdb_storage::{Storage, StorageFile};
+
+use crate::address::FIRST_ADDRESS;
+use crate::checkpoint::{self, index_name, meta_name, parse_meta_name, Metadata};
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::record::{hash_key, record_bytes, record_version, split_lengths, Header};
+use crate::store::{Config, FRESH_TAIL};
+
+/// The log file's name in the store's directory.
+pub(crate) const LOG_NAME: &str = "log.dat";
+
+/// What recovery hands to `Store::open`.
+pub(crate) struct RecoveredState {
+    pub(crate) meta: Option<Metadata>,
+    pub(crate) index: Index,
+    pub(crate) file: Box<dyn StorageFile>,
+    pub(crate) page_bits: u32,
+    pub(crate) tail: u64,
+    pub(crate) last_page: Vec<u8>,
+    pub(crate) log_bytes: u64,
+    pub(crate) index_bytes: u64,
+    pub(crate) invalidated: usize,
+}
+
+fn u64_at(buf: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
+}
+
+pub(crate) fn recover(
+    storage: &dyn Storage,
+    dir: &Path,
+    config: &Config,
+) -> Result<RecoveredState> {
+    let names = storage.list(dir)?;
+    let mut removed = false;
+    for name in names.iter().filter(|n| n.ends_with(".tmp")) {
+        storage.remove(&dir.join(name))?;
+        removed = true;
+    }
+    let newest = names.iter().filter_map(|n| parse_meta_name(n)).max();
+    let log_path = dir.join(LOG_NAME);
+    let Some(version) = newest else {
+        // A fresh store: any log bytes from a life without a checkpoint are
+        // unreachable; start the file empty.
+        let mut file = if names.iter().any(|n| n == LOG_NAME) {
+            storage.open(&log_path)?
+        } else {
+            let file = storage.create(&log_path)?;
+            removed = true;
+            file
+        };
+        file.truncate(0)?;
+        file.sync()?;
+        if removed {
+            storage.sync_dir(dir)?;
+        }
+        return Ok(RecoveredState {
+            meta: None,
+            index: Index::new(config.index_buckets),
+            file,
+            page_bits: config.page_bits,
+            tail: FRESH_TAIL,
+            last_page: Vec::new(),
+            log_bytes: 0,
+            index_bytes: 0,
+            invalidated: 0,
+        });
+    };
+    let meta = checkpoint::read_metadata(storage, &dir.join(meta_name(version)))?;
+    let index_path = dir.join(index_name(meta.index_id));
+    let (buckets, overflow, words) = checkpoint::read_index(storage, &index_path)?;
+    let index_bytes = words.len() as u64 * 8;
+    let index = Index::from_words(buckets, overflow, &words);
+    drop(words);
+    let file = storage.open(&log_path)?;
+    let page_bits = meta.page_bits;
+    let invalid = replay(file.as_ref(), &log_path, &index, &meta)?;
+    for &address in &invalid {
+        let mut word = [0u8; 8];
+        file.read_at(address, &mut word)?;
+        let header = Header(u64::from_le_bytes(word)).with_invalid();
+        file.write_at(address, &header.0.to_le_bytes())?;
+    }
+    if !invalid.is_empty() {
+        file.sync()?;
+    }
+    if removed {
+        storage.sync_dir(dir)?;
+    }
+    let page_start = (meta.l_e >> page_bits) << page_bits;
+    let mut last_page = vec![0u8; (meta.l_e - page_start) as usize];
+    // Nothing is ever written below the first address.
+    let start = page_start.max(FIRST_ADDRESS).min(meta.l_e);
+    let tail_part = &mut last_page[(start - page_start) as usize..];
+    let n = file.read_at(start, tail_part)?;
+    if n < tail_part.len() {
+        return Err(Error::Corrupted {
+            file: log_path,
+            offset: start + n as u64,
+            reason: format!("log ends before the checkpoint's end {}", meta.l_e),
+        });
+    }
+    Ok(RecoveredState {
+        tail: meta.l_e,
+        log_bytes: meta.l_e - meta.l_h,
+        index_bytes,
+        invalidated: invalid.len(),
+        meta: Some(meta),
+        index,
+        file,
+        page_bits,
+        last_page,
+    })
+}
+
+/// Replays `[l_h, l_e)` into `index`; returns the addresses of the
+/// version-(v+1) records at or above `l_s`, which are not part of the
+/// checkpoint.
+fn replay(file: &dyn StorageFile, path: &Path, index: &Index, meta: &Metadata) -> Result<Vec<u64>> {
+    let page_bytes = 1u64 << meta.page_bits;
+    let excluded = record_version(meta.version + 1);
+    let mut invalid = Vec::new();
+    let mut buf = Vec::new();
+    let mut address = meta.l_h;
+    while address < meta.l_e {
+        let page_start = (address >> meta.page_bits) << meta.page_bits;
+        let page_end = (page_start + page_bytes).min(meta.l_e);
+        buf.resize((page_end - page_start) as usize, 0);
+        let n = file.read_at(page_start, &mut buf)?;
+        if n < buf.len() {
+            return Err(Error::Corrupted {
+                file: path.to_path_buf(),
+                offset: page_start + n as u64,
+                reason: format!("log ends before the checkpoint's end {}", meta.l_e),
+            });
+        }
+        let mut offset = (address - page_start) as usize;
+        while offset + 16 <= buf.len() {
+            let lengths = u64_at(&buf, offset + 8);
+            if lengths == 0 {
+                break;
+            }
+            let (key_len, value_len) = split_lengths(lengths);
+            let size = record_bytes(key_len, value_len);
+            if key_len == 0 || offset + size > buf.len() {
+                return Err(Error::Corrupted {
+                    file: path.to_path_buf(),
+                    offset: page_start + offset as u64,
+                    reason: format!(
+                        "malformed record (key {key_len} bytes, value {value_len} bytes)"
+                    ),
+                });
+            }
+            let header = Header(u64_at(&buf, offset));
+            let record = page_start + offset as u64;
+            if !header.invalid() {
+                if record >= meta.l_s && header.version() == excluded {
+                    invalid.push(record);
+                } else {
+                    let key = &buf[offset + 16..offset + 16 + key_len];
+                    index.set(hash_key(key), record);
+                }
+            }
+            offset += size;
+        }
+        address = page_start + page_bytes;
+    }
+    Ok(invalid)
+}
+
+/// Removes metadata older than `version` and index files other than
+/// `index_id`, once checkpoint `version` is durable. Log space is not
+/// reclaimed (no truncation yet).
+pub(crate) fn remove_old_checkpoints(
+    storage: &dyn Storage,
+    dir: &Path,
+    version: u32,
+    index_id: u64,
+) -> Result<()> {
+    let keep_index = index_name(index_id);
+    let mut removed = false;
+    for name in storage.list(dir)? {
+        let old_meta = parse_meta_name(&name).is_some_and(|v| v < version);
+        let old_index = name.starts_with("index-") && name.ends_with(".dat") && name != keep_index;
+        if old_meta || old_index {
+            storage.remove(&dir.join(&name))?;
+            removed = true;
+        }
+    }
+    if removed {
+        storage.sync_dir(dir)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,1041 @@
+//! Sessions and the operations (cpr-sigmod19 §5.2, §6.2, Algorithms 3–4).
+//!
+//! A session is one thread's sequence of requests, each with a serial
+//! number. Its requests are Read, Upsert, RMW and Delete; each either
+//! finishes at once or goes *pending* (fuzzy region, a latch it cannot take,
+//! or a record on disk) and finishes in a later
+//! [`Session::complete_pending`].
+//!
+//! How an update is executed depends on the session's phase and the
+//! version of the record found (Algorithm 3 for PREPARE, Algorithm 4 for
+//! the others), with FASTER's regions (§5.1):
+//!
+//! | record at `l`                       | REST, or record of the request's version | older record, IN_PROGRESS | … WAIT_PENDING        | … WAIT_FLUSH |
+//! |-------------------------------------|------------------------------------------|---------------------------|-----------------------|--------------|
+//! | `l ≥ read_only`                     | in place                                 | exclusive latch → copy, else pending | no shared latch → copy, else pending | copy |
+//! | `safe_read_only ≤ l < read_only`    | pending (fuzzy)                          | (same)                    | (same)                | copy         |
+//! | `head ≤ l < safe_read_only`         | copy to the tail                         | (same)                    | (same)                | copy         |
+//! | `l < head`                          | read from disk, pending                  | (same)                    | (same)                | (same)       |
+//!
+//! In PREPARE (and for a request issued before the session's CPR point,
+//! whenever it is retried) the request holds a shared latch on its bucket
+//! while it runs or is pending, and a record of version v+1 means the CPR
+//! shift has begun: the session refreshes into IN_PROGRESS and re-executes
+//! the request as version v+1.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use epochdb_epoch::EpochHandle;
+
+use crate::address::{FIRST_ADDRESS, INVALID_ADDRESS};
+use crate::error::{Error, Result};
+use crate::functions::{write_words, Functions, Value};
+use crate::io::{IoDone, IoMessage, IoRequest};
+use crate::record::{
+    hash_key, key_words, lengths_word, record_bytes, record_version, split_lengths, words, Header,
+    RECORD_HEADER_BYTES,
+};
+use crate::state::{Phase, SystemState};
+use crate::store::Inner;
+
+/// Operations between two automatic epoch refreshes.
+const REFRESH_EVERY_OPS: u32 = 64;
+
+/// The immediate outcome of an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Done: found and read, or written.
+    Ok,
+    /// Done: the key is absent (Read, Delete).
+    NotFound,
+    /// Not done yet: it finishes in a later [`Session::complete_pending`],
+    /// which reports it under its serial number.
+    Pending,
+}
+
+/// Which operation a completion reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    /// [`Session::read`].
+    Read,
+    /// [`Session::upsert`].
+    Upsert,
+    /// [`Session::rmw`].
+    Rmw,
+    /// [`Session::delete`].
+    Delete,
+}
+
+/// A pending operation that has finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completed {
+    /// The operation's serial number.
+    pub serial: u64,
+    /// What it was.
+    pub kind: OpKind,
+    /// [`Status::Ok`] or [`Status::NotFound`].
+    pub status: Status,
+    /// A read's value.
+    pub value: Option<Vec<u8>>,
+}
+
+enum Op<I> {
+    Read,
+    Upsert(Vec<u8>),
+    Rmw(I),
+    Delete,
+}
+
+impl<I> Op<I> {
+    fn kind(&self) -> OpKind {
+        match self {
+            Op::Read => OpKind::Read,
+            Op::Upsert(_) => OpKind::Upsert,
+            Op::Rmw(_) => OpKind::Rmw,
+            Op::Delete => OpKind::Delete,
+        }
+    }
+
+    fn modifies(&self) -> bool {
+        !matches!(self, Op::Read)
+    }
+}
+
+/// Where a pending request's disk read stands.
+///
+/// A disk walk starts at the first address of the chain below head and
+/// follows previous addresses on disk until the key matches (FASTER
+/// continues the walk in the I/O completion). Records below head never
+/// change, so when a retry's chain reaches the same start address, the
+/// walk's result still holds.
+enum IoState {
+    None,
+    /// Reading; the walk started at this address.
+    Waiting(u64),
+    /// The walk from this address found this record (empty: the key is not
+    /// on disk).
+    Done(u64, Vec<u8>),
+}
+
+/// A request that went pending.
+struct Pending<I> {
+    token: u64,
+    serial: u64,
+    op: Op<I>,
+    key: Vec<u8>,
+    hash: u64,
+    /// The version the request belongs to (its records get this version).
+    version: u32,
+    /// Holds a shared latch on its bucket (§6.2.1).
+    latched: bool,
+    io: IoState,
+}
+
+/// What one attempt at a request came to.
+enum Outcome {
+    Done(Status),
+    /// Retry later; `Some(address)`: after reading that record from disk.
+    Pending(Option<u64>),
+    /// CPR shift detected (§6.2.1): refresh into IN_PROGRESS and re-execute.
+    Shift,
+    /// A CAS was lost or the tail page is not open yet: refresh and retry.
+    Retry,
+}
+
+/// Where the chain walk ended.
+enum Found<'d> {
+    Memory(u64),
+    Disk(&'d [u8]),
+    NeedIo(u64),
+    Absent,
+}
+
+/// One thread's session: serial numbers, a CPR point, pending requests.
+///
+/// A session stays epoch-protected from start to stop, so it must keep
+/// calling operations, [`Session::refresh`] or
+/// [`Session::complete_pending`]: an idle session holds back checkpoints
+/// and log maintenance (cpr-sigmod19 §3).
+pub struct Session<F: Functions> {
+    inner: Arc<Inner<F>>,
+    epoch: EpochHandle,
+    slot: usize,
+    id: u64,
+    serial: u64,
+    local: SystemState,
+    cpr_point: u64,
+    in_op: bool,
+    pending: Vec<Pending<F::Input>>,
+    next_token: u64,
+    io_tx: Sender<IoDone>,
+    io_rx: Receiver<IoDone>,
+    ops_since_refresh: u32,
+    callback: Option<Box<dyn FnMut(u64) + Send>>,
+    completed: Vec<Completed>,
+    key_buf: Vec<u64>,
+    key_len_bytes: usize,
+    scratch: Scratch,
+    failed: Option<String>,
+}
+
+/// Buffers an update reuses: the new value and a copy of the old one.
+#[derive(Default)]
+struct Scratch {
+    value: Vec<u8>,
+    old: Vec<u8>,
+}
+
+impl<F: Functions> std::fmt::Debug for Session<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("serial", &self.serial)
+            .field("state", &self.local)
+            .field("pending", &self.pending.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Functions> Session<F> {
+    pub(crate) fn start(inner: Arc<Inner<F>>, id: u64, serial: u64) -> Result<Self> {
+        let slot = inner
+            .slots
+            .iter()
+            .position(|s| {
+                s.taken
+                    .compare_exchange(false, true, SeqCst, Relaxed)
+                    .is_ok()
+            })
+            .ok_or(Error::TooManySessions(inner.slots.len()))?;
+        let mut epoch = match inner.epochs.register() {
+            Ok(epoch) => epoch,
+            Err(_) => {
+                inner.slots[slot].taken.store(false, SeqCst);
+                return Err(Error::TooManySessions(inner.slots.len()));
+            }
+        };
+        epoch.protect();
+        let entry = &inner.slots[slot];
+        entry.id.store(id, SeqCst);
+        entry.cpr_point.store(serial, SeqCst);
+        entry.old_pending.store(0, SeqCst);
+        // Join: publish the state we adopt, become active, and re-read the
+        // global state; a transition that checked us before we were active
+        // is caught up with by refreshing before the first operation.
+        let local = inner.system_state();
+        entry.state.store(local.pack(), SeqCst);
+        entry.active.store(true, SeqCst);
+        let (io_tx, io_rx) = crossbeam_channel::unbounded();
+        let mut session = Session {
+            inner,
+            epoch,
+            slot,
+            id,
+            serial,
+            local,
+            cpr_point: serial,
+            in_op: false,
+            pending: Vec::new(),
+            next_token: 0,
+            io_tx,
+            io_rx,
+            ops_since_refresh: 0,
+            callback: None,
+            completed: Vec::new(),
+            key_buf: Vec::new(),
+            key_len_bytes: 0,
+            scratch: Scratch::default(),
+            failed: None,
+        };
+        session.refresh();
+        Ok(session)
+    }
+
+    /// The session's id, for [`Store::continue_session`](crate::Store::continue_session).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The serial number of the last operation issued.
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// The session's view of the checkpoint state machine.
+    pub fn state(&self) -> SystemState {
+        self.local
+    }
+
+    /// Requests still pending.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Registers the commit callback (FASTER's `RegisterCallback`): called
+    /// on this session's thread with the serial number up to which the
+    /// session's operations are durable, each time a checkpoint commits.
+    pub fn on_commit(&mut self, callback: impl FnMut(u64) + Send + 'static) {
+        self.callback = Some(Box::new(callback));
+    }
+
+    /// Refresh (cpr-sigmod19 §3): moves the epoch forward, runs ready epoch
+    /// actions, and adopts the global checkpoint state one step at a time.
+    pub fn refresh(&mut self) {
+        self.ops_since_refresh = 0;
+        self.epoch.refresh();
+        let inner = self.inner.clone();
+        let global = inner.system_state();
+        while self.local != global {
+            let next = self.local.next();
+            match next.phase {
+                Phase::Prepare => {
+                    // §6.2.1: pending updates take their shared latches.
+                    for request in &mut self.pending {
+                        if request.op.modifies() && !request.latched {
+                            let bucket = inner.index.bucket(request.hash);
+                            // No exclusive latch exists before every session
+                            // is in PREPARE, which we are not yet.
+                            while !bucket.try_shared() {
+                                std::hint::spin_loop();
+                            }
+                            request.latched = true;
+                        }
+                    }
+                }
+                Phase::InProgress => {
+                    // The CPR point (§6.2.2): everything issued so far,
+                    // except an operation being re-executed as v+1.
+                    self.cpr_point = if self.in_op {
+                        self.serial - 1
+                    } else {
+                        self.serial
+                    };
+                    inner.slots[self.slot]
+                        .cpr_point
+                        .store(self.cpr_point, SeqCst);
+                }
+                Phase::Rest => {
+                    if let Some(callback) = &mut self.callback {
+                        callback(self.cpr_point);
+                    }
+                }
+                Phase::WaitPending | Phase::WaitFlush => {}
+            }
+            self.local = next;
+        }
+        self.publish();
+    }
+
+    fn publish(&self) {
+        let slot = &self.inner.slots[self.slot];
+        let old = self
+            .pending
+            .iter()
+            .filter(|r| r.op.modifies() && r.version != self.local.version)
+            .count();
+        slot.old_pending.store(old as u64, SeqCst);
+        slot.state.store(self.local.pack(), SeqCst);
+        self.inner.kick();
+    }
+
+    /// Stops the session (FASTER's `StopSession`): completes its pending
+    /// requests, takes part in any running checkpoint until it ends, and
+    /// leaves the session table. Its serial number is remembered, so a later
+    /// checkpoint commits it and [`Store::continue_session`] can resume it.
+    ///
+    /// [`Store::continue_session`]: crate::Store::continue_session
+    pub fn stop(self) {
+        drop(self);
+    }
+
+    fn leave(&mut self) {
+        loop {
+            let _ = self.complete_pending(false);
+            self.refresh();
+            let done = self.pending.is_empty() && self.local.phase == Phase::Rest;
+            if done || self.failed.is_some() || self.inner.log.has_failed() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        for request in self.pending.drain(..) {
+            if request.latched {
+                self.inner.index.bucket(request.hash).release_shared();
+            }
+        }
+        self.inner.dormant.lock().insert(self.id, self.serial);
+        let slot = &self.inner.slots[self.slot];
+        slot.active.store(false, SeqCst);
+        slot.taken.store(false, SeqCst);
+        self.epoch.unprotect();
+        // Our leaving may be what an epoch action waits for.
+        self.inner.epochs.try_drain();
+        self.inner.kick();
+    }
+
+    fn begin_op(&mut self, key: &[u8], value_len: usize) -> Result<u64> {
+        if key.is_empty() {
+            return Err(Error::EmptyKey);
+        }
+        if let Some(e) = &self.failed {
+            return Err(Error::Failed(e.clone()));
+        }
+        let bytes = record_bytes(key.len(), value_len);
+        if bytes > self.inner.log.record_bytes_max() {
+            return Err(Error::RecordTooLarge(bytes));
+        }
+        self.ops_since_refresh += 1;
+        if self.ops_since_refresh >= REFRESH_EVERY_OPS {
+            self.refresh();
+        }
+        self.serial += 1;
+        self.in_op = true;
+        self.load_key(key);
+        Ok(hash_key(key))
+    }
+
+    /// Reads `key` into `out`.
+    pub fn read(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<Status> {
+        let hash = self.begin_op(key, 0)?;
+        self.execute(Op::Read, key, hash, Some(out))
+    }
+
+    /// Sets `key` to `value` (a blind update).
+    pub fn upsert(&mut self, key: &[u8], value: &[u8]) -> Result<Status> {
+        let hash = self.begin_op(key, value.len())?;
+        self.execute(Op::Upsert(value.to_vec()), key, hash, None)
+    }
+
+    /// Read-modify-write of `key` with the store's [`Functions`].
+    pub fn rmw(&mut self, key: &[u8], input: F::Input) -> Result<Status> {
+        let hash = self.begin_op(key, 0)?;
+        self.execute(Op::Rmw(input), key, hash, None)
+    }
+
+    /// Deletes `key` (appends a tombstone).
+    pub fn delete(&mut self, key: &[u8]) -> Result<Status> {
+        let hash = self.begin_op(key, 0)?;
+        self.execute(Op::Delete, key, hash, None)
+    }
+
+    fn execute(
+        &mut self,
+        op: Op<F::Input>,
+        key: &[u8],
+        hash: u64,
+        mut out: Option<&mut Vec<u8>>,
+    ) -> Result<Status> {
+        let mut latched = false;
+        let status = loop {
+            let version = self.local.version;
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let outcome = self.attempt(
+                &op,
+                key,
+                hash,
+                version,
+                &mut latched,
+                None,
+                out.as_deref_mut(),
+                &mut scratch,
+            );
+            self.scratch = scratch;
+            match outcome {
+                Outcome::Done(status) => break status,
+                Outcome::Pending(io) => {
+                    let token = self.next_token;
+                    self.next_token += 1;
+                    let mut request = Pending {
+                        token,
+                        serial: self.serial,
+                        op,
+                        key: key.to_vec(),
+                        hash,
+                        version,
+                        latched,
+                        io: IoState::None,
+                    };
+                    if let Some(address) = io {
+                        self.issue_io(&mut request, address, address);
+                    }
+                    self.pending.push(request);
+                    if version != self.local.version {
+                        self.publish();
+                    }
+                    break Status::Pending;
+                }
+                Outcome::Shift | Outcome::Retry => {
+                    if self.inner.log.has_failed() {
+                        // The log cannot flush, so head (and the tail) may
+                        // never move again: fail-stop.
+                        if latched {
+                            self.inner.index.bucket(hash).release_shared();
+                        }
+                        self.in_op = false;
+                        return Err(Error::Failed("the log stopped flushing".into()));
+                    }
+                    self.refresh();
+                    std::thread::yield_now();
+                }
+            }
+        };
+        self.in_op = false;
+        Ok(status)
+    }
+
+    fn issue_io(&self, request: &mut Pending<F::Input>, start: u64, address: u64) {
+        request.io = IoState::Waiting(start);
+        let message = IoMessage::Read(IoRequest {
+            token: request.token,
+            address,
+            reply: self.io_tx.clone(),
+        });
+        if self.inner.io.send(message).is_err() {
+            // The store is closing; the request stays pending.
+            request.io = IoState::None;
+        }
+    }
+
+    /// Completes pending requests (FASTER's `CompletePending`): retries
+    /// those whose region moved and finishes those whose disk read came
+    /// back. With `wait`, returns only when none is left. Returns the
+    /// requests that finished.
+    pub fn complete_pending(&mut self, wait: bool) -> Result<Vec<Completed>> {
+        loop {
+            self.refresh();
+            while let Ok(done) = self.io_rx.try_recv() {
+                self.absorb(done)?;
+            }
+            let requests = std::mem::take(&mut self.pending);
+            for mut request in requests {
+                if matches!(request.io, IoState::Waiting(_)) {
+                    self.pending.push(request);
+                    continue;
+                }
+                let disk = match std::mem::replace(&mut request.io, IoState::None) {
+                    IoState::Done(address, bytes) => Some((address, bytes)),
+                    _ => None,
+                };
+                let mut value = Vec::new();
+                let read_out = matches!(request.op, Op::Read).then_some(&mut value);
+                self.load_key(&request.key);
+                let mut scratch = std::mem::take(&mut self.scratch);
+                let outcome = self.attempt(
+                    &request.op,
+                    &request.key,
+                    request.hash,
+                    request.version,
+                    &mut request.latched,
+                    disk.as_ref().map(|(a, b)| (*a, b.as_slice())),
+                    read_out,
+                    &mut scratch,
+                );
+                self.scratch = scratch;
+                match outcome {
+                    Outcome::Done(status) => {
+                        self.completed.push(Completed {
+                            serial: request.serial,
+                            kind: request.op.kind(),
+                            status,
+                            value: (matches!(request.op, Op::Read) && status == Status::Ok)
+                                .then_some(value),
+                        });
+                    }
+                    Outcome::Pending(io) => {
+                        if let Some(address) = io {
+                            self.issue_io(&mut request, address, address);
+                        } else if let Some((address, bytes)) = disk {
+                            // Keep the record read for the next try.
+                            request.io = IoState::Done(address, bytes);
+                        }
+                        self.pending.push(request);
+                    }
+                    Outcome::Shift | Outcome::Retry => {
+                        if let Some((address, bytes)) = disk {
+                            request.io = IoState::Done(address, bytes);
+                        }
+                        self.pending.push(request);
+                        self.refresh();
+                    }
+                }
+            }
+            self.publish();
+            if !wait || self.pending.is_empty() {
+                break;
+            }
+            if self
+                .pending
+                .iter()
+                .all(|r| matches!(r.io, IoState::Waiting(_)))
+            {
+                // Only disk reads outstanding: block on them unprotected, so
+                // this session holds nothing back while it waits.
+                self.epoch.unprotect();
+                self.inner.epochs.try_drain();
+                let done = self.io_rx.recv();
+                self.epoch.protect();
+                match done {
+                    Ok(done) => self.absorb(done)?,
+                    Err(_) => return Err(Error::Failed("the store is closing".into())),
+                }
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        Ok(std::mem::take(&mut self.completed))
+    }
+
+    fn absorb(&mut self, done: IoDone) -> Result<()> {
+        let bytes = match done.bytes {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.failed = Some(e.clone());
+                return Err(Error::Failed(e));
+            }
+        };
+        let Some(index) = self.pending.iter().position(|r| r.token == done.token) else {
+            return Ok(());
+        };
+        let mut request = self.pending.swap_remove(index);
+        let IoState::Waiting(start) = request.io else {
+            self.pending.push(request);
+            return Ok(());
+        };
+        let header = Header(u64::from_le_bytes(bytes[..8].try_into().expect("8")));
+        if !header.invalid() && key_matches_bytes(&bytes, &request.key) {
+            request.io = IoState::Done(start, bytes);
+        } else if header.previous() >= done.address {
+            let e = format!(
+                "log record at {} points forward to {}",
+                done.address,
+                header.previous()
+            );
+            self.failed = Some(e.clone());
+            return Err(Error::Failed(e));
+        } else if header.previous() < FIRST_ADDRESS.max(self.inner.log.begin.load(Relaxed)) {
+            request.io = IoState::Done(start, Vec::new());
+        } else {
+            // Not this key: go on down the chain on disk.
+            self.issue_io(&mut request, start, header.previous());
+        }
+        self.pending.push(request);
+        Ok(())
+    }
+
+    /// Walks the hash chain from `address` for the key in `key_buf`.
+    fn trace<'d>(&self, mut address: u64, head: u64, disk: Option<(u64, &'d [u8])>) -> Found<'d> {
+        let log = &self.inner.log;
+        loop {
+            if address == INVALID_ADDRESS || address < FIRST_ADDRESS {
+                return Found::Absent;
+            }
+            if address >= head {
+                let header = Header(log.word(address).load(Acquire));
+                if !header.invalid() && self.key_matches_memory(address) {
+                    return Found::Memory(address);
+                }
+                assert!(
+                    header.previous() < address,
+                    "record at {address} in memory points forward to {}",
+                    header.previous()
+                );
+                address = header.previous();
+                continue;
+            }
+            if address < log.begin.load(Relaxed) {
+                return Found::Absent;
+            }
+            return match disk {
+                Some((start, bytes)) if start == address => {
+                    if bytes.is_empty() {
+                        Found::Absent
+                    } else {
+                        Found::Disk(bytes)
+                    }
+                }
+                _ => Found::NeedIo(address),
+            };
+        }
+    }
+
+    #[inline]
+    fn key_matches_memory(&self, address: u64) -> bool {
+        let log = &self.inner.log;
+        let key = &self.key_buf;
+        let (key_len, _) = split_lengths(log.word(address + 8).load(Relaxed));
+        if words(key_len) != key.len() {
+            return false;
+        }
+        if key.len() == 1 {
+            // The fixed 8-byte-key fast path: one word.
+            return log.word(address + 16).load(Relaxed) == key[0] && key_len == self.key_len();
+        }
+        key_len == self.key_len()
+            && log
+                .words(address + 16, key.len())
+                .iter()
+                .zip(key)
+                .all(|(w, k)| w.load(Relaxed) == *k)
+    }
+
+    fn key_len(&self) -> usize {
+        self.key_len_bytes
+    }
+
+    fn load_key(&mut self, key: &[u8]) {
+        key_words(key, &mut self.key_buf);
+        self.key_len_bytes = key.len();
+    }
+}
+
+/// Whether the record `bytes` (read from disk) holds `key`.
+fn key_matches_bytes(bytes: &[u8], key: &[u8]) -> bool {
+    let (key_len, _) = split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
+    key_len == key.len() && bytes.get(16..16 + key_len) == Some(key)
+}
+
+impl<F: Functions> Drop for Session<F> {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+/// What an update does with the record it found.
+enum Plan {
+    /// Update the record at this address in place.
+    InPlace(u64),
+    /// Append a new record built from the old value (if any).
+    Append(Old),
+}
+
+/// The value an appended record is built from.
+#[derive(Clone, Copy)]
+enum Old {
+    None,
+    Memory(u64),
+    Disk(usize),
+}
+
+impl<F: Functions> Session<F> {
+    /// One attempt at a request of `version` (the session's version, or the
+    /// version before it for a request issued before the CPR point).
+    #[allow(clippy::too_many_arguments)]
+    fn attempt(
+        &self,
+        op: &Op<F::Input>,
+        key: &[u8],
+        hash: u64,
+        version: u32,
+        latched: &mut bool,
+        disk: Option<(u64, &[u8])>,
+        out: Option<&mut Vec<u8>>,
+        scratch: &mut Scratch,
+    ) -> Outcome {
+        let inner = &*self.inner;
+        if let Op::Read = op {
+            return self.read_attempt(hash, disk, out);
+        }
+        let old_request = version != self.local.version;
+        let mode = if old_request {
+            Phase::Prepare
+        } else {
+            self.local.phase
+        };
+        let bucket = inner.index.bucket(hash);
+        if mode == Phase::Prepare && !*latched {
+            // Algorithm 3: a bucket we cannot share-latch is being shifted.
+            if !bucket.try_shared() {
+                return Outcome::Shift;
+            }
+            *latched = true;
+        }
+        let outcome = self.update_attempt(op, key, hash, version, mode, old_request, disk, scratch);
+        let release = match outcome {
+            Outcome::Done(_) | Outcome::Shift => true,
+            Outcome::Retry => !old_request,
+            Outcome::Pending(_) => false,
+        };
+        if release && *latched {
+            bucket.release_shared();
+            *latched = false;
+        }
+        outcome
+    }
+
+    fn read_attempt(
+        &self,
+        hash: u64,
+        disk: Option<(u64, &[u8])>,
+        out: Option<&mut Vec<u8>>,
+    ) -> Outcome {
+        let log = &self.inner.log;
+        let Some(entry) = self.inner.index.find(hash) else {
+            return Outcome::Done(Status::NotFound);
+        };
+        match self.trace(entry.address(), log.head(), disk) {
+            Found::Absent => Outcome::Done(Status::NotFound),
+            Found::NeedIo(address) => Outcome::Pending(Some(address)),
+            Found::Memory(address) => {
+                if Header(log.word(address).load(Acquire)).tombstone() {
+                    return Outcome::Done(Status::NotFound);
+                }
+                if let Some(out) = out {
+                    let (key_len, value_len) = split_lengths(log.word(address + 8).load(Relaxed));
+                    let at = address + 16 + 8 * words(key_len) as u64;
+                    Value::new(log.words(at, words(value_len)), value_len).read_into(out);
+                }
+                Outcome::Done(Status::Ok)
+            }
+            Found::Disk(bytes) => {
+                if Header(u64::from_le_bytes(bytes[..8].try_into().expect("8"))).tombstone() {
+                    return Outcome::Done(Status::NotFound);
+                }
+                if let Some(out) = out {
+                    let (key_len, value_len) =
+                        split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
+                    let at = 16 + 8 * words(key_len);
+                    out.clear();
+                    out.extend_from_slice(&bytes[at..at + value_len]);
+                }
+                Outcome::Done(Status::Ok)
+            }
+        }
+    }
+
+    /// Algorithm 3 (mode PREPARE) and Algorithm 4 (the other modes) for
+    /// Upsert, RMW and Delete.
+    #[allow(clippy::too_many_arguments)]
+    fn update_attempt(
+        &self,
+        op: &Op<F::Input>,
+        key: &[u8],
+        hash: u64,
+        version: u32,
+        mode: Phase,
+        old_request: bool,
+        disk: Option<(u64, &[u8])>,
+        scratch: &mut Scratch,
+    ) -> Outcome {
+        let inner = &*self.inner;
+        let log = &inner.log;
+        let bucket = inner.index.bucket(hash);
+        let mut entry = if matches!(op, Op::Delete) {
+            match inner.index.find(hash) {
+                Some(entry) => entry,
+                None => return Outcome::Done(Status::NotFound),
+            }
+        } else {
+            inner.index.find_or_create(hash)
+        };
+        let mine = record_version(version);
+        let next = record_version(version + 1);
+        let mut exclusive = false;
+        // The version rules shared by records in memory and on disk:
+        // `Ok(true)` may update in place (region permitting), `Ok(false)`
+        // must append, `Err` is the outcome now.
+        let mut rules = |record_version: Option<u32>| -> Result<bool, Outcome> {
+            match mode {
+                Phase::Prepare => match record_version {
+                    Some(rv) if rv == next => Err(Outcome::Shift),
+                    Some(_) => Ok(true),
+                    // Unknown version (a blind update over a record on disk):
+                    // no v+1 record exists before the global version moves;
+                    // an old request's latch keeps them out of its bucket.
+                    None if !old_request && inner.system_state().version != version => {
+                        Err(Outcome::Shift)
+                    }
+                    None => Ok(false),
+                },
+                Phase::Rest => Ok(true),
+                _ if record_version == Some(mine) => Ok(true),
+                Phase::InProgress => {
+                    if bucket.try_exclusive() {
+                        exclusive = true;
+                        Ok(false)
+                    } else {
+                        Err(Outcome::Pending(None))
+                    }
+                }
+                Phase::WaitPending => {
+                    if bucket.shared_count() == 0 {
+                        Ok(false)
+                    } else {
+                        Err(Outcome::Pending(None))
+                    }
+                }
+                Phase::WaitFlush => Ok(false),
+            }
+        };
+        let is_delete = matches!(op, Op::Delete);
+        let plan = match self.trace(entry.address(), log.head(), disk) {
+            // Nothing live to delete.
+            Found::Absent if is_delete => return Outcome::Done(Status::NotFound),
+            Found::Absent => Plan::Append(Old::None),
+            Found::NeedIo(address) => match op {
+                Op::Rmw(_) => return Outcome::Pending(Some(address)),
+                _ => match rules(None) {
+                    Ok(_) => Plan::Append(Old::None),
+                    Err(outcome) => return outcome,
+                },
+            },
+            Found::Memory(address) => {
+                let header = Header(log.word(address).load(Acquire));
+                if is_delete && header.tombstone() {
+                    return Outcome::Done(Status::NotFound);
+                }
+                match rules(Some(header.version())) {
+                    Err(outcome) => return outcome,
+                    Ok(may_in_place) => {
+                        let old = if header.tombstone() {
+                            Old::None
+                        } else {
+                            Old::Memory(address)
+                        };
+                        if !may_in_place {
+                            Plan::Append(old)
+                        } else if address >= log.read_only() {
+                            if header.tombstone() {
+                                Plan::Append(Old::None)
+                            } else {
+                                Plan::InPlace(address)
+                            }
+                        } else if address >= log.safe_read_only() {
+                            // The fuzzy region (§5.1): another thread may
+                            // still update it in place.
+                            return Outcome::Pending(None);
+                        } else {
+                            Plan::Append(old)
+                        }
+                    }
+                }
+            }
+            Found::Disk(bytes) => {
+                let header = Header(u64::from_le_bytes(bytes[..8].try_into().expect("8")));
+                if is_delete && header.tombstone() {
+                    return Outcome::Done(Status::NotFound);
+                }
+                if let Err(outcome) = rules(Some(header.version())) {
+                    return outcome;
+                }
+                if header.tombstone() {
+                    Plan::Append(Old::None)
+                } else {
+                    let (key_len, _) =
+                        split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
+                    Plan::Append(Old::Disk(16 + 8 * words(key_len)))
+                }
+            }
+        };
+        let outcome = self.apply(op, key, &mut entry, mine, plan, disk, scratch);
+        if exclusive {
+            bucket.release_exclusive();
+        }
+        outcome
+    }
+
+    /// Carries out a plan: an in-place update, or a new record at the tail
+    /// swung into the index by CAS.
+    #[allow(clippy::too_many_arguments)]
+    fn apply(
+        &self,
+        op: &Op<F::Input>,
+        key: &[u8],
+        entry: &mut crate::index::Entry<'_>,
+        version: u32,
+        plan: Plan,
+        disk: Option<(u64, &[u8])>,
+        scratch: &mut Scratch,
+    ) -> Outcome {
+        let log = &self.inner.log;
+        let functions = &self.inner.functions;
+        let old = match plan {
+            Plan::InPlace(address) => {
+                let (key_len, value_len) = split_lengths(log.word(address + 8).load(Relaxed));
+                let at = address + 16 + 8 * words(key_len) as u64;
+                let value = Value::new(log.words(at, words(value_len)), value_len);
+                match op {
+                    Op::Rmw(input) if functions.in_place(&value, input) => {
+                        return Outcome::Done(Status::Ok);
+                    }
+                    Op::Upsert(new) if new.len() == value_len => {
+                        if value_len == 8 {
+                            // The fixed 8-byte-value fast path: one store.
+                            value.word(0).store(
+                                u64::from_le_bytes(new[..8].try_into().expect("8")),
+                                Relaxed,
+                            );
+                        } else {
+                            value.write(new);
+                        }
+                        return Outcome::Done(Status::Ok);
+                    }
+                    _ => {}
+                }
+                Old::Memory(address)
+            }
+            Plan::Append(old) => old,
+        };
+        // The old value's bytes, for an RMW's copy updater.
+        let old_bytes: Option<&[u8]> = match (op, old) {
+            (Op::Rmw(_), Old::Memory(address)) => {
+                let (key_len, value_len) = split_lengths(log.word(address + 8).load(Relaxed));
+                let at = address + 16 + 8 * words(key_len) as u64;
+                Value::new(log.words(at, words(value_len)), value_len).read_into(&mut scratch.old);
+                Some(&scratch.old)
+            }
+            (Op::Rmw(_), Old::Disk(at)) => {
+                let bytes = disk.expect("a disk plan has the record").1;
+                let (_, value_len) =
+                    split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
+                Some(&bytes[at..at + value_len])
+            }
+            _ => None,
+        };
+        let (value, tombstone): (&[u8], bool) = match op {
+            Op::Upsert(new) => (new, false),
+            Op::Delete => (&[], true),
+            Op::Rmw(input) => {
+                scratch.value.clear();
+                match old_bytes {
+                    Some(old) => {
+                        scratch.value.resize(functions.copy_len(old, input), 0);
+                        functions.copy(old, input, &mut scratch.value);
+                    }
+                    None => {
+                        scratch.value.resize(functions.initial_len(input), 0);
+                        functions.initial(input, &mut scratch.value);
+                    }
+                }
+                (&scratch.value, false)
+            }
+            Op::Read => unreachable!("reads do not update"),
+        };
+        let bytes = record_bytes(key.len(), value.len());
+        assert!(
+            bytes <= log.record_bytes_max(),
+            "an RMW grew a value past the page size ({bytes} bytes)"
+        );
+        let Some(address) = log.allocate(bytes) else {
+            return Outcome::Retry;
+        };
+        let record = log.words(address, bytes / 8);
+        let header = Header::new(entry.address(), version, tombstone);
+        record[0].store(header.0, Relaxed);
+        record[1].store(lengths_word(key.len(), value.len()), Relaxed);
+        let key_words = self.key_buf.len();
+        for (word, k) in record[2..2 + key_words].iter().zip(&self.key_buf) {
+            word.store(*k, Relaxed);
+        }
+        write_words(&record[2 + key_words..], value);
+        debug_assert_eq!(RECORD_HEADER_BYTES, 16);
+        // The CAS publishes the record (Release in `try_update`).
+        if entry.try_update(address) {
+            Outcome::Done(Status::Ok)
+        } else {
+            record[0].store(header.with_invalid().0, Relaxed);
+            Outcome::Retry
+        }
+    }
+}

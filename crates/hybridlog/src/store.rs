@@ -1,0 +1,585 @@
+//! The store: the hash index, the HybridLog, the session table and the CPR
+//! checkpoint driver (cpr-sigmod19 §5–6).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use crossbeam_utils::CachePadded;
+use epochdb_epoch::EpochManager;
+use epochdb_storage::Storage;
+use parking_lot::{Condvar, Mutex};
+
+use crate::address::FIRST_ADDRESS;
+use crate::checkpoint::{self, Metadata};
+use crate::error::{Error, Result};
+use crate::functions::Functions;
+use crate::index::Index;
+use crate::io::{io_loop, IoMessage};
+use crate::log::{Geometry, Log};
+use crate::recovery;
+use crate::session::Session;
+use crate::state::{Phase, SystemState};
+
+/// How a store is laid out in memory. The index size and the memory budget
+/// are chosen at open; a recovered store keeps its checkpoint's index size
+/// and page size.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Primary hash buckets (a power of two; 7 entries each).
+    pub index_buckets: usize,
+    /// log2 of the log's page size in bytes (12..=30).
+    pub page_bits: u32,
+    /// Memory for the log's page frames, in bytes (at least 4 pages).
+    pub memory_bytes: u64,
+    /// Fraction of the in-memory log kept mutable (FASTER: 0.9).
+    pub mutable_fraction: f64,
+    /// Sessions that may be open at once.
+    pub max_sessions: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            index_buckets: 1 << 16,
+            page_bits: 22,
+            memory_bytes: 256 << 20,
+            mutable_fraction: 0.9,
+            max_sessions: 64,
+        }
+    }
+}
+
+/// A session's entry in the shared session table, read by the state
+/// machine's conditions and by the checkpoint driver.
+#[derive(Debug, Default)]
+pub(crate) struct SessionSlot {
+    /// Claimed by a session (or being set up).
+    pub(crate) taken: AtomicBool,
+    /// Counted by the state machine's conditions.
+    pub(crate) active: AtomicBool,
+    pub(crate) id: AtomicU64,
+    /// The session's adopted `SystemState`, packed.
+    pub(crate) state: AtomicU64,
+    /// Serial number of the session's CPR point for the running checkpoint.
+    pub(crate) cpr_point: AtomicU64,
+    /// Pending updates issued before the session's CPR point.
+    pub(crate) old_pending: AtomicU64,
+}
+
+/// The log addresses at one moment (for tests, benchmarks and reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogAddresses {
+    /// Lowest address on disk.
+    pub begin: u64,
+    /// Lowest address in memory.
+    pub head: u64,
+    /// Head as every thread has seen it.
+    pub safe_head: u64,
+    /// Everything below is on disk and synced.
+    pub flushed: u64,
+    /// Read-only as every thread has seen it.
+    pub safe_read_only: u64,
+    /// Lowest mutable address.
+    pub read_only: u64,
+    /// Next address to be allocated.
+    pub tail: u64,
+}
+
+/// What a finished checkpoint committed.
+#[derive(Debug, Clone)]
+pub struct CheckpointInfo {
+    /// The checkpoint's version v (the store continues at v+1).
+    pub version: u32,
+    /// Tail at PREPARE.
+    pub l_s: u64,
+    /// Tail at WAIT_FLUSH: the durable log end.
+    pub l_e: u64,
+    /// Whether a new index checkpoint was written.
+    pub with_index: bool,
+    /// Bytes of log written for the checkpoint (fold-over: from the
+    /// previous flush point to `l_e`) plus the index file.
+    pub bytes: u64,
+    /// Every session's committed serial number.
+    pub sessions: Vec<(u64, u64)>,
+    /// Time in each phase, in order PREPARE, IN_PROGRESS, WAIT_PENDING,
+    /// WAIT_FLUSH (the last includes writing the metadata).
+    pub phase_times: [Duration; 4],
+    /// Time writing the index checkpoint.
+    pub index_time: Duration,
+}
+
+/// The last index checkpoint: `(id, l_h, l_i)`.
+#[derive(Debug, Clone, Copy)]
+struct IndexCheckpoint {
+    id: u64,
+    l_h: u64,
+    l_i: u64,
+}
+
+#[derive(Debug, Default)]
+struct Driver {
+    index: Option<IndexCheckpoint>,
+    next_index_id: u64,
+}
+
+pub(crate) struct Inner<F: Functions> {
+    me: Weak<Inner<F>>,
+    pub(crate) functions: F,
+    pub(crate) index: Index,
+    pub(crate) log: Arc<Log>,
+    pub(crate) epochs: EpochManager,
+    /// The global `SystemState`, packed.
+    pub(crate) state: CachePadded<AtomicU64>,
+    pub(crate) slots: Box<[SessionSlot]>,
+    pub(crate) io: Sender<IoMessage>,
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+    driver: Mutex<Driver>,
+    /// Wakes the driver when the machine reaches WAIT_FLUSH.
+    phase_lock: Mutex<()>,
+    phase_cv: Condvar,
+    /// Tail at WAIT_FLUSH of the running checkpoint.
+    l_e: AtomicU64,
+    /// Sessions not open now but known to the store: recovered and not yet
+    /// continued, or stopped. `id → serial number`.
+    pub(crate) dormant: Mutex<HashMap<u64, u64>>,
+    pub(crate) next_session_id: AtomicU64,
+    /// A transition waiting for sessions (`from` state | [`STALLED_FLAG`]),
+    /// or 0.
+    stalled: CachePadded<AtomicU64>,
+}
+
+/// Marks `Inner::stalled` as set even for the all-zero state word.
+const STALLED_FLAG: u64 = 1 << 63;
+
+impl<F: Functions> Inner<F> {
+    pub(crate) fn system_state(&self) -> SystemState {
+        SystemState::unpack(self.state.load(SeqCst))
+    }
+
+    /// The condition of the transition out of `from`: every active session
+    /// has adopted `from` (and, leaving WAIT_PENDING, has no pending update
+    /// from before its CPR point).
+    fn sessions_reached(&self, from: SystemState) -> bool {
+        self.slots.iter().all(|slot| {
+            !slot.active.load(SeqCst)
+                || (slot.state.load(SeqCst) == from.pack()
+                    && (from.phase != Phase::WaitPending || slot.old_pending.load(SeqCst) == 0))
+        })
+    }
+
+    /// Re-registers a transition whose condition failed, after a session
+    /// published a new state (or left).
+    pub(crate) fn kick(&self) {
+        if self.stalled.load(SeqCst) == 0 {
+            return;
+        }
+        let word = self.stalled.swap(0, SeqCst);
+        if word != 0 {
+            let from = SystemState::unpack(word & !STALLED_FLAG);
+            let weak = self.me.clone();
+            self.epochs.bump_with(move || advance(weak, from));
+        }
+    }
+
+    fn notify_phase(&self) {
+        let _guard = self.phase_lock.lock();
+        self.phase_cv.notify_all();
+    }
+}
+
+/// BumpEpoch(condition, action) for the transition out of `from`
+/// (cpr-sigmod19 §3, §6.2): runs once every thread has refreshed past the
+/// bump; if the condition does not hold yet it re-registers itself with a
+/// new bump, so it is tried again after the next round of refreshes.
+fn advance<F: Functions>(weak: Weak<Inner<F>>, from: SystemState) {
+    let Some(inner) = weak.upgrade() else {
+        return;
+    };
+    if inner.system_state() != from {
+        return;
+    }
+    if !inner.sessions_reached(from) {
+        // Not yet: the next session to publish a new state re-registers
+        // the action (`Inner::kick`). Re-bumping here instead would run the
+        // action again at once, recursively, whenever no thread is protected.
+        inner.stalled.store(from.pack() | STALLED_FLAG, SeqCst);
+        if inner.sessions_reached(from) {
+            inner.kick();
+        }
+        return;
+    }
+    let to = from.next();
+    match from.phase {
+        Phase::Prepare | Phase::InProgress => {
+            inner.state.store(to.pack(), SeqCst);
+            inner.notify_phase();
+            inner.epochs.bump_with(move || advance(weak, to));
+        }
+        Phase::WaitPending => {
+            // §6.2.4: every version-v record is below the tail now; fold
+            // the log over: shift read-only to L_e, which flushes it.
+            let l_e = inner.log.tail_address();
+            inner.l_e.store(l_e, SeqCst);
+            inner.log.shift_read_only(l_e);
+            inner.state.store(to.pack(), SeqCst);
+            inner.notify_phase();
+        }
+        Phase::Rest | Phase::WaitFlush => {}
+    }
+}
+
+/// A FASTER-style hash key-value store on a HybridLog with CPR checkpoints.
+///
+/// Operations run in [`Session`]s; [`Store::checkpoint`] commits every
+/// session's prefix. Stop every session before dropping the store.
+pub struct Store<F: Functions> {
+    inner: Arc<Inner<F>>,
+    threads: Vec<JoinHandle<()>>,
+    recovered: Option<RecoveredInfo>,
+}
+
+impl<F: Functions> std::fmt::Debug for Store<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("state", &self.inner.system_state())
+            .field("log", &self.inner.log)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What recovery found at open.
+#[derive(Debug, Clone)]
+pub struct RecoveredInfo {
+    /// The checkpoint version recovered.
+    pub version: u32,
+    /// The durable log end recovered to.
+    pub l_e: u64,
+    /// Sessions and their committed serial numbers.
+    pub sessions: Vec<(u64, u64)>,
+    /// Bytes of log replayed into the index.
+    pub log_bytes: u64,
+    /// Bytes of index checkpoint read.
+    pub index_bytes: u64,
+    /// Records of version v+1 invalidated (§6.4).
+    pub invalidated: usize,
+    /// Wall time of recovery.
+    pub elapsed: Duration,
+}
+
+impl<F: Functions> Store<F> {
+    /// Opens the store in `dir` on `storage`, recovering from the newest
+    /// checkpoint there if any (§6.4); otherwise starts empty.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        config: Config,
+        functions: F,
+    ) -> Result<Self> {
+        let started = Instant::now();
+        storage.create_dir_all(dir)?;
+        if let Some(parent) = dir.parent() {
+            storage.sync_dir(parent)?;
+        }
+        let state = recovery::recover(storage.as_ref(), dir, &config)?;
+        let geometry = Geometry::new(
+            state.page_bits,
+            config.memory_bytes,
+            config.mutable_fraction,
+        );
+        let epochs = EpochManager::new(config.max_sessions);
+        let file: Arc<dyn epochdb_storage::StorageFile> = Arc::from(state.file);
+        let log = Log::new(
+            geometry,
+            epochs.clone(),
+            file.clone(),
+            state.tail,
+            &state.last_page,
+        );
+        let (io_tx, io_rx) = crossbeam_channel::unbounded();
+        let limit = log.record_bytes_max();
+        let mut threads = Vec::new();
+        let io_file = file.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("hybridlog-io".into())
+                .spawn(move || io_loop(io_file, io_rx, limit))
+                .expect("spawn the I/O thread"),
+        );
+        let flusher = log.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("hybridlog-flush".into())
+                .spawn(move || flusher.flush_loop())
+                .expect("spawn the flush thread"),
+        );
+        let driver = Driver {
+            index: state.meta.as_ref().map(|m| IndexCheckpoint {
+                id: m.index_id,
+                l_h: m.l_h,
+                l_i: m.l_i,
+            }),
+            next_index_id: state.meta.as_ref().map_or(1, |m| m.index_id + 1),
+        };
+        let dormant: HashMap<u64, u64> = state
+            .meta
+            .as_ref()
+            .map(|m| m.sessions.iter().copied().collect())
+            .unwrap_or_default();
+        let version = state.meta.as_ref().map_or(1, |m| m.version + 1);
+        let recovered = state.meta.as_ref().map(|m| RecoveredInfo {
+            version: m.version,
+            l_e: m.l_e,
+            sessions: m.sessions.clone(),
+            log_bytes: state.log_bytes,
+            index_bytes: state.index_bytes,
+            invalidated: state.invalidated,
+            elapsed: started.elapsed(),
+        });
+        let next_session_id = state.meta.as_ref().map_or(1, |m| m.next_session_id);
+        let inner = Arc::new_cyclic(|me| Inner {
+            me: me.clone(),
+            functions,
+            index: state.index,
+            log,
+            epochs,
+            state: CachePadded::new(AtomicU64::new(SystemState::rest(version).pack())),
+            slots: (0..config.max_sessions)
+                .map(|_| SessionSlot::default())
+                .collect(),
+            io: io_tx,
+            storage,
+            dir: dir.to_path_buf(),
+            driver: Mutex::new(driver),
+            phase_lock: Mutex::new(()),
+            phase_cv: Condvar::new(),
+            l_e: AtomicU64::new(0),
+            dormant: Mutex::new(dormant),
+            next_session_id: AtomicU64::new(next_session_id),
+            stalled: CachePadded::new(AtomicU64::new(0)),
+        });
+        Ok(Store {
+            inner,
+            threads,
+            recovered,
+        })
+    }
+
+    /// What recovery restored at open, if there was a checkpoint.
+    pub fn recovered(&self) -> Option<&RecoveredInfo> {
+        self.recovered.as_ref()
+    }
+
+    /// Starts a new session (FASTER's `StartSession`) with a fresh id.
+    pub fn start_session(&self) -> Result<Session<F>> {
+        let id = self.inner.next_session_id.fetch_add(1, SeqCst);
+        Session::start(self.inner.clone(), id, 0)
+    }
+
+    /// Re-opens session `id` after recovery (FASTER's `ContinueSession`):
+    /// returns it with the serial number up to which its operations were
+    /// recovered — all of them, and none after. Its next operation gets the
+    /// following serial number.
+    pub fn continue_session(&self, id: u64) -> Result<(Session<F>, u64)> {
+        let serial = self
+            .inner
+            .dormant
+            .lock()
+            .remove(&id)
+            .ok_or(Error::UnknownSession(id))?;
+        match Session::start(self.inner.clone(), id, serial) {
+            Ok(session) => Ok((session, serial)),
+            Err(e) => {
+                self.inner.dormant.lock().insert(id, serial);
+                Err(e)
+            }
+        }
+    }
+
+    /// The global checkpoint state.
+    pub fn system_state(&self) -> SystemState {
+        self.inner.system_state()
+    }
+
+    /// The log's addresses now.
+    pub fn addresses(&self) -> LogAddresses {
+        let log = &self.inner.log;
+        LogAddresses {
+            begin: log.begin.load(Relaxed),
+            head: log.head(),
+            safe_head: log.safe_head(),
+            flushed: log.flushed(),
+            safe_read_only: log.safe_read_only(),
+            read_only: log.read_only(),
+            tail: log.tail_address(),
+        }
+    }
+
+    /// Takes a CPR checkpoint, fold-over (§6.2, Appendix C): drives the
+    /// state machine REST → PREPARE → IN_PROGRESS → WAIT_PENDING →
+    /// WAIT_FLUSH → REST and returns once the checkpoint is durable. With
+    /// `with_index` (or if there is no index checkpoint yet) a fuzzy index
+    /// checkpoint is written first (§6.3); otherwise the checkpoint is
+    /// log-only (Appendix D).
+    ///
+    /// Blocks (on condition variables) until every open session has
+    /// refreshed through the phases: call it from a thread that is not
+    /// running a session, while sessions keep operating or calling
+    /// [`Session::refresh`].
+    pub fn checkpoint(&self, with_index: bool) -> Result<CheckpointInfo> {
+        let result = self.checkpoint_inner(with_index);
+        if let Err(e) = &result {
+            if !matches!(e, Error::CheckpointInProgress) {
+                // Fail-stop: a checkpoint that failed half-way (a failed
+                // write or sync) ends durability for this store's life.
+                self.inner.log.fail(e.to_string());
+                self.inner.notify_phase();
+            }
+        }
+        result
+    }
+
+    fn checkpoint_inner(&self, with_index: bool) -> Result<CheckpointInfo> {
+        let inner = &*self.inner;
+        let mut driver = inner.driver.try_lock().ok_or(Error::CheckpointInProgress)?;
+        if inner.log.has_failed() {
+            return Err(Error::Failed("an earlier log flush failed".into()));
+        }
+        let rest = inner.system_state();
+        if rest.phase != Phase::Rest {
+            return Err(Error::Failed(format!(
+                "checkpoint state machine stuck at {rest:?}"
+            )));
+        }
+        let v = rest.version;
+        let index_started = Instant::now();
+        let mut bytes = 0u64;
+        let with_index = with_index || driver.index.is_none();
+        if with_index {
+            let id = driver.next_index_id;
+            let l_h = inner.log.tail_address();
+            // A record allocated below L_h may not be in the index yet; once
+            // every thread has refreshed, every such record's CAS is done,
+            // so the copy holds it or the replay from L_h is not needed for
+            // it.
+            self.epoch_barrier();
+            let (words, overflow) = inner.index.fuzzy_words();
+            checkpoint::write_index(
+                inner.storage.as_ref(),
+                &inner.dir,
+                id,
+                inner.index.len(),
+                overflow,
+                &words,
+            )?;
+            let l_i = inner.log.tail_address();
+            bytes += words.len() as u64 * 8;
+            driver.index = Some(IndexCheckpoint { id, l_h, l_i });
+            driver.next_index_id = id + 1;
+        }
+        let index_time = index_started.elapsed();
+        let index = driver.index.expect("set above");
+        let flushed_before = inner.log.flushed();
+        let l_s = inner.log.tail_address();
+        let mut marks = [Instant::now(); 5];
+        let prepare = rest.next();
+        inner.state.store(prepare.pack(), SeqCst);
+        let weak = inner.me.clone();
+        inner.epochs.bump_with(move || advance(weak, prepare));
+        // Wait for each phase, to time them; the transitions happen in
+        // the sessions' refreshes.
+        for (i, phase) in [Phase::InProgress, Phase::WaitPending, Phase::WaitFlush]
+            .into_iter()
+            .enumerate()
+        {
+            let mut guard = inner.phase_lock.lock();
+            while inner.system_state().phase < phase && !inner.log.has_failed() {
+                inner.phase_cv.wait(&mut guard);
+            }
+            marks[i + 1] = Instant::now();
+        }
+        if inner.log.has_failed() {
+            return Err(Error::Failed("the log failed during the checkpoint".into()));
+        }
+        let l_e = inner.l_e.load(SeqCst);
+        inner.log.wait_flushed(l_e)?;
+        let mut sessions: HashMap<u64, u64> = inner.dormant.lock().clone();
+        for slot in inner.slots.iter() {
+            if slot.active.load(SeqCst) {
+                sessions.insert(slot.id.load(Acquire), slot.cpr_point.load(Acquire));
+            }
+        }
+        let mut sessions: Vec<(u64, u64)> = sessions.into_iter().collect();
+        sessions.sort_unstable();
+        let meta = Metadata {
+            version: v,
+            l_s,
+            l_e,
+            begin: inner.log.begin.load(Relaxed),
+            index_id: index.id,
+            l_h: index.l_h,
+            l_i: index.l_i,
+            page_bits: inner.log.geometry.page_bits,
+            next_session_id: inner.next_session_id.load(SeqCst),
+            sessions: sessions.clone(),
+        };
+        checkpoint::write_metadata(inner.storage.as_ref(), &inner.dir, &meta)?;
+        marks[4] = Instant::now();
+        inner.state.store(SystemState::rest(v + 1).pack(), Release);
+        inner.epochs.bump();
+        inner.notify_phase();
+        bytes += l_e.saturating_sub(flushed_before.min(l_e));
+        recovery::remove_old_checkpoints(inner.storage.as_ref(), &inner.dir, v, index.id)?;
+        Ok(CheckpointInfo {
+            version: v,
+            l_s,
+            l_e,
+            with_index,
+            bytes,
+            sessions,
+            phase_times: [
+                marks[1] - marks[0],
+                marks[2] - marks[1],
+                marks[3] - marks[2],
+                marks[4] - marks[3],
+            ],
+            index_time,
+        })
+    }
+}
+
+impl<F: Functions> Store<F> {
+    /// Returns once every thread protected now has refreshed: BumpEpoch with
+    /// an action that wakes us (waiting on a condition variable).
+    fn epoch_barrier(&self) {
+        let done = Arc::new((Mutex::new(false), Condvar::new()));
+        let signal = done.clone();
+        self.inner.epochs.bump_with(move || {
+            *signal.0.lock() = true;
+            signal.1.notify_all();
+        });
+        let mut passed = done.0.lock();
+        while !*passed {
+            done.1.wait(&mut passed);
+        }
+    }
+}
+
+impl<F: Functions> Drop for Store<F> {
+    fn drop(&mut self) {
+        self.inner.log.shutdown();
+        let _ = self.inner.io.send(IoMessage::Stop);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The first address of a fresh log.
+pub(crate) const FRESH_TAIL: u64 = FIRST_ADDRESS;

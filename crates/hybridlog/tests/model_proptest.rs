@@ -1,0 +1,195 @@
+//! Why this file exists: single-threaded semantics must match a `HashMap`
+//! across everything that moves records around — in-place updates,
+//! read-copy-update, eviction to disk and reads back, deletes, checkpoints
+//! and recovery (which must restore exactly the state at the last
+//! checkpoint and the session's serial number at it).
+//!
+//! As in FASTER, a pending update is not ordered before the session's later
+//! operations on the same key (it retries when it completes, on whatever is
+//! there then), so the model completes a pending update before going on.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use epochdb_hybridlog::{AddU64, Config, CrashMode, SimStorage, Status, Store};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Action {
+    Upsert(u8, Vec<u8>),
+    Rmw(u8, u64),
+    Delete(u8),
+    Read(u8),
+    Checkpoint(bool),
+    CrashAndRecover,
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        6 => (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..40)).prop_map(|(k, v)| Action::Upsert(k, v)),
+        6 => (any::<u8>(), 1..100u64).prop_map(|(k, a)| Action::Rmw(k, a)),
+        2 => any::<u8>().prop_map(Action::Delete),
+        4 => any::<u8>().prop_map(Action::Read),
+        1 => any::<bool>().prop_map(Action::Checkpoint),
+        1 => Just(Action::CrashAndRecover),
+    ]
+}
+
+fn config() -> Config {
+    Config {
+        index_buckets: 16,
+        page_bits: 12,
+        memory_bytes: 4 << 12,
+        mutable_fraction: 0.3,
+        max_sessions: 2,
+    }
+}
+
+/// Keys of several lengths, so that variable-length keys and the 8-byte
+/// fast path both run, and chains share tags.
+fn key(k: u8) -> Vec<u8> {
+    match k % 3 {
+        0 => u64::from(k).to_le_bytes().to_vec(),
+        1 => vec![k],
+        _ => format!("key-{k}-padding").into_bytes(),
+    }
+}
+
+fn rmw_model(old: Option<&Vec<u8>>, add: u64) -> Vec<u8> {
+    let base = old
+        .and_then(|v| v.get(..8))
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()));
+    base.wrapping_add(add).to_le_bytes().to_vec()
+}
+
+fn run(actions: Vec<Action>, seed: u64) {
+    let mut disk = SimStorage::new(seed);
+    let dir = Path::new("/model");
+    let mut store = Store::open(Arc::new(disk.clone()), dir, config(), AddU64).unwrap();
+    let mut session = store.start_session().unwrap();
+    let mut model: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+    // The model and serial number as of the last checkpoint.
+    let mut committed: (HashMap<Vec<u8>, Vec<u8>>, u64) = (HashMap::new(), 0);
+    let mut has_checkpoint = false;
+    // Pending reads: serial → (key, model value when issued). A key's entry
+    // is dropped when the key is updated before the read completes (a
+    // pending read may see the later value).
+    let mut reads: HashMap<u64, (Vec<u8>, Option<Vec<u8>>)> = HashMap::new();
+    let mut value = Vec::new();
+    for action in actions {
+        match action {
+            Action::Upsert(k, v) => {
+                reads.retain(|_, (rk, _)| *rk != key(k));
+                let status = session.upsert(&key(k), &v).unwrap();
+                model.insert(key(k), v);
+                if status == Status::Pending {
+                    finish(&mut session, &mut reads, &model);
+                }
+            }
+            Action::Rmw(k, a) => {
+                reads.retain(|_, (rk, _)| *rk != key(k));
+                let status = session.rmw(&key(k), a).unwrap();
+                let new = rmw_model(model.get(&key(k)), a);
+                model.insert(key(k), new);
+                if status == Status::Pending {
+                    finish(&mut session, &mut reads, &model);
+                }
+            }
+            Action::Delete(k) => {
+                reads.retain(|_, (rk, _)| *rk != key(k));
+                let status = session.delete(&key(k)).unwrap();
+                model.remove(&key(k));
+                if status == Status::Pending {
+                    finish(&mut session, &mut reads, &model);
+                }
+            }
+            Action::Read(k) => match session.read(&key(k), &mut value).unwrap() {
+                Status::Ok => assert_eq!(Some(&value), model.get(&key(k))),
+                Status::NotFound => assert_eq!(None, model.get(&key(k))),
+                Status::Pending => {
+                    reads.insert(session.serial(), (key(k), model.get(&key(k)).cloned()));
+                }
+            },
+            Action::Checkpoint(with_index) => {
+                // Pending updates finish first, so the model is exact.
+                finish(&mut session, &mut reads, &model);
+                std::thread::scope(|scope| {
+                    let job = scope.spawn(|| store.checkpoint(with_index).unwrap());
+                    while !job.is_finished() {
+                        session.refresh();
+                        std::thread::yield_now();
+                    }
+                    job.join().unwrap();
+                });
+                committed = (model.clone(), session.serial());
+                has_checkpoint = true;
+            }
+            Action::CrashAndRecover => {
+                finish(&mut session, &mut reads, &model);
+                let id = session.id();
+                drop(session);
+                drop(store);
+                disk = disk.crash(CrashMode::TearUnsynced);
+                store = Store::open(Arc::new(disk.clone()), dir, config(), AddU64).unwrap();
+                model = committed.0.clone();
+                session = if has_checkpoint {
+                    let (session, serial) = store.continue_session(id).unwrap();
+                    assert_eq!(serial, committed.1, "recovered serial number");
+                    session
+                } else {
+                    assert!(store.continue_session(id).is_err());
+                    store.start_session().unwrap()
+                };
+            }
+        }
+        if reads.len() > 8 {
+            finish(&mut session, &mut reads, &model);
+        }
+    }
+    finish(&mut session, &mut reads, &model);
+    for (k, v) in &model {
+        let status = session.read(k, &mut value).unwrap();
+        match status {
+            Status::Ok => assert_eq!(&value, v),
+            Status::Pending => {
+                let done = session.complete_pending(true).unwrap();
+                assert_eq!(done[0].value.as_ref(), Some(v));
+            }
+            Status::NotFound => panic!("lost {k:?}"),
+        }
+    }
+}
+
+/// Completes pending requests; a pending read whose key was not updated
+/// after it must return the model's value from when it was issued.
+fn finish(
+    session: &mut epochdb_hybridlog::Session<AddU64>,
+    reads: &mut HashMap<u64, (Vec<u8>, Option<Vec<u8>>)>,
+    model: &HashMap<Vec<u8>, Vec<u8>>,
+) {
+    let mut rounds = 0;
+    while session.pending() > 0 {
+        for done in session.complete_pending(false).unwrap() {
+            if let Some((k, expected)) = reads.remove(&done.serial) {
+                assert_eq!(done.value, expected, "pending read of {k:?}");
+            }
+        }
+        rounds += 1;
+        assert!(
+            rounds < 100_000,
+            "pending requests never finish: {session:?} {:?}",
+            model.len()
+        );
+    }
+    reads.clear();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn store_matches_a_hashmap(actions in proptest::collection::vec(action(), 1..400), seed in any::<u64>()) {
+        run(actions, seed);
+    }
+}
