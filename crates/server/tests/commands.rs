@@ -264,6 +264,23 @@ fn auth_gates_commands_and_maxclients_refuses_extra_clients() {
         Reply::Error("ERR Protocol error: invalid bulk length".into())
     );
     assert!(u.is_closed());
+    // The server closes the socket before its connection task ends and
+    // gives back its client slot: wait for that, or `_third` may be the
+    // one turned away.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let Reply::Bulk(Some(info)) = c.run("INFO clients") else {
+            panic!("INFO clients")
+        };
+        if String::from_utf8_lossy(&info).contains("connected_clients:1\r\n") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the closed client is still counted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 
     let _second = Client::connect(server.local_addr());
     let _third = Client::connect(server.local_addr());
