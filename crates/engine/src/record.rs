@@ -232,20 +232,15 @@ impl Record {
     /// last as long as the transaction holding a placeholder lock runs.
     pub(crate) fn read_settled(&self, arena: &mut Arena) -> Snapshot {
         let mut iteration = 0;
-        while self.word.load(Ordering::Acquire) & LOCK_BIT != 0 {
-            backoff(iteration);
-            iteration += 1;
-        }
         loop {
+            // `read` waits out the lock of a present record itself; only a
+            // locked absent record comes back locked.
             let snapshot = self.read(arena);
             if snapshot.word & LOCK_BIT == 0 {
                 return snapshot;
             }
-            // Absent and locked again: wait for that unlock too.
-            while self.word.load(Ordering::Acquire) & LOCK_BIT != 0 {
-                backoff(iteration);
-                iteration += 1;
-            }
+            backoff(iteration);
+            iteration += 1;
         }
     }
 

@@ -161,26 +161,19 @@ fn frame_error(path: &Path, e: FrameError) -> Error {
     }
 }
 
-/// Writes `bytes` as `dir/name` durably: a temporary file, synced, renamed,
-/// the directory synced. Every error is returned (and a failed sync latches
-/// the storage: it is never retried).
+/// Writes `bytes` as `dir/name` durably (the storage crate's atomic
+/// replacement: a temporary file, synced, renamed, the directory synced).
 pub(crate) fn write_durably(
     storage: &dyn Storage,
     dir: &Path,
     name: &str,
     bytes: &[u8],
 ) -> Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    if storage.exists(&tmp)? {
-        storage.remove(&tmp)?;
-    }
-    let mut file = storage.create(&tmp)?;
-    file.append(bytes)?;
-    file.sync()?;
-    drop(file);
-    storage.rename(&tmp, &dir.join(name))?;
-    storage.sync_dir(dir)?;
-    Ok(())
+    Ok(epochdb_storage::replace_atomically(
+        storage,
+        &dir.join(name),
+        bytes,
+    )?)
 }
 
 /// Writes checkpoint metadata, last of a checkpoint's files.

@@ -58,7 +58,10 @@ pub(crate) fn recover(
 ) -> Result<RecoveredState> {
     let names = storage.list(dir)?;
     let mut removed = false;
-    for name in names.iter().filter(|n| n.ends_with(".tmp")) {
+    for name in names
+        .iter()
+        .filter(|n| n.ends_with(epochdb_storage::TMP_SUFFIX))
+    {
         storage.remove(&dir.join(name))?;
         removed = true;
     }

@@ -53,6 +53,7 @@ mod error;
 mod frame;
 mod latch;
 mod real;
+mod replace;
 mod seam;
 mod sim;
 
@@ -62,5 +63,6 @@ pub use frame::{
     BLOCK_HEADER_BYTES, BLOCK_PAYLOAD_MAX_BYTES,
 };
 pub use real::RealStorage;
+pub use replace::{replace_atomically, TMP_SUFFIX};
 pub use seam::{Storage, StorageFile};
 pub use sim::{CrashMode, FaultKind, FaultOp, SimStorage};

@@ -23,8 +23,9 @@ pub(crate) const DIRECTORY: &str = "directory";
 pub(crate) const CHECKPOINT_META: &str = "checkpoint";
 /// Prefix of checkpoint data files: `ckpt.<id>.t<table>.<j>`.
 pub(crate) const CKPT_PREFIX: &str = "ckpt.";
-/// Suffix of files being written before an atomic rename.
-pub(crate) const TMP_SUFFIX: &str = ".tmp";
+/// Atomic replacement (temporary file, sync, rename, directory sync)
+/// comes from the storage crate, as for every format.
+pub(crate) use epochdb_storage::{replace_atomically, TMP_SUFFIX};
 
 /// A log file's identity, parsed from its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,28 +83,6 @@ pub(crate) fn free_old_data_name(
         }
     }
     unreachable!("u32 suffixes exhausted")
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file, synced, renamed
-/// over `path`, then the directory synced (DESIGN.md, storage rules).
-pub(crate) fn replace_atomically(
-    storage: &dyn Storage,
-    path: &Path,
-    bytes: &[u8],
-) -> Result<(), StorageError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(TMP_SUFFIX);
-    let tmp = PathBuf::from(tmp_name);
-    if storage.exists(&tmp)? {
-        storage.remove(&tmp)?;
-    }
-    let mut file = storage.create(&tmp)?;
-    file.append(bytes)?;
-    file.sync()?;
-    drop(file);
-    storage.rename(&tmp, path)?;
-    storage.sync_dir(dir)
 }
 
 #[cfg(test)]

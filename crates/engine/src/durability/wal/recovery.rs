@@ -98,13 +98,12 @@ pub(crate) fn recover(
             tables.push(Arc::new(Table::new(TableId(*id), name.clone())));
         }
         let loaded = Instant::now();
-        let loaders = EpochManager::new(meta.files.len() + 2);
         max_epoch = load_checkpoint(
             storage.as_ref(),
             &dirs,
             meta,
             &tables,
-            &loaders,
+            &manager,
             &mut report,
         )?;
         report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
