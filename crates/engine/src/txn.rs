@@ -112,6 +112,38 @@ pub(crate) struct TxState {
     pub(crate) nodes: Vec<LeafVersion>,
     /// Values read and values to write.
     pub(crate) arena: Arena,
+    /// The record the last point access found, so that a write of the key
+    /// just read (read-modify-write, most of TPC-C's writes) skips a second
+    /// index descent.
+    pub(crate) recent: RecentRecord,
+}
+
+/// The last record located by key in this transaction.
+#[derive(Default)]
+pub(crate) struct RecentRecord {
+    found: Option<(TableId, RecordRef)>,
+    key: Vec<u8>,
+}
+
+impl RecentRecord {
+    #[inline]
+    fn remember(&mut self, table: TableId, key: &[u8], record: RecordRef) {
+        self.key.clear();
+        self.key.extend_from_slice(key);
+        self.found = Some((table, record));
+    }
+
+    #[inline]
+    fn get(&self, table: TableId, key: &[u8]) -> Option<RecordRef> {
+        match self.found {
+            Some((t, record)) if t == table && self.key == key => Some(record),
+            _ => None,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.found = None;
+    }
 }
 
 // SAFETY: the arena spans a TxState holds point into its own arena, and its
@@ -126,29 +158,44 @@ impl TxState {
         self.writes.keys.bytes.clear();
         self.nodes.clear();
         self.arena.reset();
+        self.recent.clear();
     }
 }
 
 /// Looks `key` up, retrying past records unlinked under us. Returns the
 /// record and what was read of it (the value copied into `arena` only when
 /// `with_value`), or the leaf version proving the key missing.
+///
+/// Tries `recent` first: the record last located for the same key is still
+/// the index's record for it unless it has been unlinked, which the read
+/// sees (records are marked unlinked before they leave the index).
 #[inline]
 fn locate(
     table: &Table,
     key: &[u8],
     arena: &mut Arena,
     with_value: bool,
+    recent: Option<RecordRef>,
 ) -> Result<(RecordRef, Snapshot), LeafVersion> {
-    loop {
-        let record = table.lookup(key)?;
-        let snapshot = if with_value {
+    let read = |record: RecordRef, arena: &mut Arena| {
+        if with_value {
             record.get().read(arena)
         } else {
             Snapshot {
                 word: record.get().stable_word(),
                 value: None,
             }
-        };
+        }
+    };
+    if let Some(record) = recent {
+        let snapshot = read(record, arena);
+        if !snapshot.is_unlinked() {
+            return Ok((record, snapshot));
+        }
+    }
+    loop {
+        let record = table.lookup(key)?;
+        let snapshot = read(record, arena);
         if !snapshot.is_unlinked() {
             return Ok((record, snapshot));
         }
@@ -180,13 +227,15 @@ impl<'t> Transaction<'t> {
     /// Reads `key`. `Ok(None)` when the key has no value.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&'t [u8]>, Abort> {
         let t = self.table(table);
-        let (record, snapshot) = match locate(t, key, &mut self.state.arena, true) {
+        let recent = self.state.recent.get(table, key);
+        let (record, snapshot) = match locate(t, key, &mut self.state.arena, true, recent) {
             Ok(found) => found,
             Err(missing) => {
                 self.state.nodes.push(missing);
                 return Ok(None);
             }
         };
+        self.state.recent.remember(table, key, record);
         if let Some(index) = self.state.writes.find(record) {
             // Read your own write. SAFETY: pending values live in the
             // arena, which is reset only after the body returns.
@@ -213,7 +262,8 @@ impl<'t> Transaction<'t> {
     /// server needs for Redis's `WATCH`.
     pub fn version(&mut self, table: TableId, key: &[u8]) -> Result<Option<Tid>, Abort> {
         let t = self.table(table);
-        let (record, snapshot) = match locate(t, key, &mut self.state.arena, false) {
+        let recent = self.state.recent.get(table, key);
+        let (record, snapshot) = match locate(t, key, &mut self.state.arena, false, recent) {
             Ok(found) => found,
             Err(missing) => {
                 self.state.nodes.push(missing);
@@ -298,20 +348,23 @@ impl<'t> Transaction<'t> {
         kind: WriteKind,
     ) -> Result<bool, Abort> {
         let t = self.table(table);
+        let mut recent = self.state.recent.get(table, key);
         loop {
-            let (record, snapshot) = match locate(t, key, &mut self.state.arena, false) {
-                Ok(found) => found,
-                Err(missing) => {
-                    if kind == WriteKind::Update {
-                        self.state.nodes.push(missing);
-                        return Ok(false);
+            let (record, snapshot) =
+                match locate(t, key, &mut self.state.arena, false, recent.take()) {
+                    Ok(found) => found,
+                    Err(missing) => {
+                        if kind == WriteKind::Update {
+                            self.state.nodes.push(missing);
+                            return Ok(false);
+                        }
+                        if self.try_insert_placeholder(table, t, key, value) {
+                            return Ok(true);
+                        }
+                        continue; // the key appeared meanwhile: look again
                     }
-                    if self.try_insert_placeholder(table, t, key, value) {
-                        return Ok(true);
-                    }
-                    continue; // the key appeared meanwhile: look again
-                }
-            };
+                };
+            self.state.recent.remember(table, key, record);
             if let Some(index) = self.state.writes.find(record) {
                 let entry = &mut self.state.writes.entries[index];
                 let had_value = entry.value.is_some();
@@ -375,6 +428,7 @@ impl<'t> Transaction<'t> {
             writes,
             nodes,
             arena,
+            recent: _,
         } = state;
         t.scan(
             lo,
