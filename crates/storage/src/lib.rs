@@ -54,6 +54,7 @@ mod frame;
 mod latch;
 mod real;
 mod replace;
+mod scan;
 mod seam;
 mod sim;
 
@@ -64,5 +65,6 @@ pub use frame::{
 };
 pub use real::RealStorage;
 pub use replace::{replace_atomically, TMP_SUFFIX};
+pub use scan::{read_rest, scan_blocks, ScanEnd, SCAN_CHUNK_BYTES};
 pub use seam::{Storage, StorageFile};
 pub use sim::{CrashMode, FaultKind, FaultOp, SimStorage};

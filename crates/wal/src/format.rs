@@ -109,26 +109,24 @@ pub(crate) fn encode_entry(out: &mut Vec<u8>, lsn: u64, records: &[&[u8]]) {
     epochdb_storage::seal_block(out, LOG_MAGIC, FORMAT_VERSION, KIND_ENTRY);
 }
 
-/// Splits a checksum-verified entry payload into its LSN and records.
-/// Never panics; a malformed payload gives the reason.
-pub(crate) fn decode_entry_payload(payload: &[u8]) -> Result<(u64, Vec<Vec<u8>>), String> {
+/// Checks a checksum-verified entry payload's structure; returns its LSN
+/// and the records, borrowed. Never panics; a malformed payload gives the
+/// reason.
+pub(crate) fn parse_entry_payload(payload: &[u8]) -> Result<(u64, EntryRecords<'_>), String> {
     let lsn = read_u64(payload, 0).ok_or("entry payload shorter than its lsn")?;
     let count = read_u32(payload, 8).ok_or("entry payload shorter than its count")?;
-    // Each record needs at least its length: bounds the allocation.
+    // Each record needs at least its length: bounds the walk.
     if count as usize > payload.len() / RECORD_OVERHEAD_BYTES {
         return Err(format!("record count {count} too large for the payload"));
     }
-    let mut records = Vec::with_capacity(count as usize);
     let mut at = 12usize;
     for i in 0..count {
         let len = read_u32(payload, at).ok_or(format!("record {i} has no length"))? as usize;
         at += RECORD_OVERHEAD_BYTES;
-        let bytes = at
+        at = at
             .checked_add(len)
-            .and_then(|end| payload.get(at..end))
+            .filter(|&end| end <= payload.len())
             .ok_or(format!("record {i} of {len} bytes runs past the entry"))?;
-        records.push(bytes.to_vec());
-        at += len;
     }
     if at != payload.len() {
         return Err(format!(
@@ -136,7 +134,47 @@ pub(crate) fn decode_entry_payload(payload: &[u8]) -> Result<(u64, Vec<Vec<u8>>)
             payload.len() - at
         ));
     }
+    let records = EntryRecords {
+        rest: &payload[12..],
+        left: count,
+    };
     Ok((lsn, records))
+}
+
+/// The records of an entry that [`parse_entry_payload`] checked, in order.
+#[derive(Clone, Debug)]
+pub struct EntryRecords<'a> {
+    rest: &'a [u8],
+    left: u32,
+}
+
+impl<'a> Iterator for EntryRecords<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        // The structure was checked when `self` was made.
+        let len = read_u32(self.rest, 0)? as usize;
+        let (record, rest) = self.rest.get(RECORD_OVERHEAD_BYTES..)?.split_at(len);
+        self.rest = rest;
+        self.left -= 1;
+        Some(record)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl ExactSizeIterator for EntryRecords<'_> {}
+
+/// Splits a checksum-verified entry payload into its LSN and owned records.
+#[cfg(test)]
+pub(crate) fn decode_entry_payload(payload: &[u8]) -> Result<(u64, Vec<Vec<u8>>), String> {
+    let (lsn, records) = parse_entry_payload(payload)?;
+    Ok((lsn, records.map(<[u8]>::to_vec).collect()))
 }
 
 /// The header block of the log file starting at `start`.

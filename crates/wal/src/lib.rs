@@ -46,9 +46,10 @@ mod wal;
 
 pub use bench::{run_microbench, MicrobenchConfig, MicrobenchStats};
 pub use error::WalError;
+pub use format::EntryRecords;
 pub use format::{entry_bytes, ENTRY_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES};
 pub use grasshopper::list::Callback;
 pub use lsn::{Lsn, LsnRange};
 pub use options::{LogKind, WalOptions};
-pub use recovery::{read_log, DiscardedTail, RecoveredEntry, RecoveredLog};
+pub use recovery::{read_log, DiscardedTail, EntryRef, RecoveredEntry, RecoveredLog};
 pub use wal::{ThreadHandle, Wal, WalStats};

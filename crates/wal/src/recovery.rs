@@ -19,14 +19,15 @@
 //! flusher persists SDL before it publishes it (see `flusher.rs`), so a bit
 //! flip in acknowledged data is reported, never silently cut off.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use epochdb_storage::{decode_block, Storage};
+use epochdb_storage::{scan_blocks, Block, ScanEnd, Storage, StorageError};
 
 use crate::error::WalError;
 use crate::format::{
-    decode_entry_payload, decode_sdl_file, parse_log_file_name, payload_u64, FILE_HEADER_BYTES,
-    FORMAT_VERSION, KIND_ENTRY, KIND_FILE_HEADER, LOG_MAGIC, SDL_FILE_NAME,
+    decode_sdl_file, parse_entry_payload, parse_log_file_name, payload_u64, EntryRecords,
+    FILE_HEADER_BYTES, FORMAT_VERSION, KIND_ENTRY, KIND_FILE_HEADER, LOG_MAGIC, SDL_FILE_NAME,
 };
 use crate::lsn::{Lsn, LsnRange};
 
@@ -40,7 +41,8 @@ pub struct RecoveredLog {
     pub end_lsn: Lsn,
     /// The SDL the SDL file held, if it existed.
     pub persisted_sdl: Option<Lsn>,
-    /// Every entry in `[start_lsn, end_lsn)`, in LSN order.
+    /// Every entry in `[start_lsn, end_lsn)`, in LSN order (empty when the
+    /// entries went to a visitor instead: [`Wal::open_streaming`](crate::Wal::open_streaming)).
     pub entries: Vec<RecoveredEntry>,
     /// The torn tail that was discarded, if any.
     pub discarded: Option<DiscardedTail>,
@@ -53,6 +55,30 @@ pub struct RecoveredEntry {
     pub lsn: LsnRange,
     /// Its records, as appended.
     pub records: Vec<Vec<u8>>,
+}
+
+/// One verified entry as a streaming recovery visits it: borrowed from the
+/// read buffer, valid for the visit only.
+#[derive(Clone, Debug)]
+pub struct EntryRef<'a> {
+    /// Where the entry sits.
+    pub lsn: LsnRange,
+    records: EntryRecords<'a>,
+}
+
+impl<'a> EntryRef<'a> {
+    /// Its records, as appended.
+    pub fn records(&self) -> EntryRecords<'a> {
+        self.records.clone()
+    }
+
+    /// An owned copy.
+    pub fn to_owned(&self) -> RecoveredEntry {
+        RecoveredEntry {
+            lsn: self.lsn,
+            records: self.records().map(<[u8]>::to_vec).collect(),
+        }
+    }
 }
 
 /// A torn tail found (and, by `Wal::open`, cut off) after a crash.
@@ -83,21 +109,75 @@ pub(crate) struct Scan {
 /// Reads and verifies the log in `dir` without changing anything: what
 /// `Wal::open` would recover, for inspection tools.
 pub fn read_log(storage: &dyn Storage, dir: &Path) -> Result<RecoveredLog, WalError> {
-    Ok(scan(storage, dir)?.log)
+    let mut entries = Vec::new();
+    let mut scanned = scan::<WalError>(storage, dir, &mut |entry| {
+        entries.push(entry.to_owned());
+        Ok(())
+    })?;
+    scanned.log.entries = entries;
+    Ok(scanned.log)
 }
 
-/// Scans `dir` as the module's table says.
-pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, WalError> {
+/// Why a file's scan stopped: the log's own verdict, or the visitor's.
+enum Stop<E> {
+    Log(WalError),
+    Visitor(E),
+}
+
+impl<E> From<StorageError> for Stop<E> {
+    fn from(error: StorageError) -> Self {
+        Stop::Log(error.into())
+    }
+}
+
+/// Whether `block` is the header of a log file starting at `start`.
+fn is_file_header(block: &Block<'_>, start: Lsn) -> bool {
+    block.kind == KIND_FILE_HEADER
+        && block.version == FORMAT_VERSION
+        && payload_u64(block.payload, 0) == Some(start)
+        && block.payload.len() == 8
+}
+
+/// The entry in `block` if it is a well-formed entry at `lsn`; else why not.
+fn entry_at<'a>(block: &Block<'a>, lsn: Lsn, len: u64) -> Result<EntryRef<'a>, String> {
+    if block.kind != KIND_ENTRY || block.version != FORMAT_VERSION {
+        return Err(format!(
+            "block kind {} version {} is not a log entry",
+            block.kind, block.version
+        ));
+    }
+    match parse_entry_payload(block.payload)? {
+        (embedded, records) if embedded == lsn => Ok(EntryRef {
+            lsn: LsnRange {
+                start: lsn,
+                end: lsn + len,
+            },
+            records,
+        }),
+        (embedded, _) => Err(format!(
+            "entry carries LSN {embedded} but sits at LSN {lsn}"
+        )),
+    }
+}
+
+/// Scans `dir` as the module's table says, handing each verified entry to
+/// `visit` in LSN order as it is read (files are read in chunks through one
+/// buffer, never whole). An error from `visit` ends the scan.
+pub(crate) fn scan<E: From<WalError>>(
+    storage: &dyn Storage,
+    dir: &Path,
+    visit: &mut dyn FnMut(EntryRef<'_>) -> Result<(), E>,
+) -> Result<Scan, E> {
     let mut log = RecoveredLog::default();
-    if !storage.exists(dir)? {
+    if !storage.exists(dir).map_err(WalError::from)? {
         return Ok(Scan {
             log,
             files: Vec::new(),
         });
     }
     let sdl_path = dir.join(SDL_FILE_NAME);
-    if storage.exists(&sdl_path)? {
-        let data = storage.read(&sdl_path)?;
+    if storage.exists(&sdl_path).map_err(WalError::from)? {
+        let data = storage.read(&sdl_path).map_err(WalError::from)?;
         match decode_sdl_file(&data) {
             Some((_, sdl)) => log.persisted_sdl = Some(sdl),
             // A crash while the file was being created leaves it short or
@@ -108,19 +188,22 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, WalError> 
                     file: sdl_path,
                     offset: 0,
                     reason: "no valid SDL slot".to_string(),
-                })
+                }
+                .into())
             }
         }
     }
     let persisted = log.persisted_sdl.unwrap_or(0);
     let mut names: Vec<(Lsn, PathBuf)> = storage
-        .list(dir)?
+        .list(dir)
+        .map_err(WalError::from)?
         .iter()
         .filter_map(|n| parse_log_file_name(n).map(|s| (s, dir.join(n))))
         .collect();
     names.sort();
     let mut files = Vec::new();
     let mut expected: Option<Lsn> = None;
+    let mut buffer = Vec::new();
     let count = names.len();
     for (i, (start, path)) in names.into_iter().enumerate() {
         let last = i + 1 == count;
@@ -134,85 +217,88 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, WalError> 
                 return Err(corrupt(
                     0,
                     format!("file starts at LSN {start}, but the previous file ends at {exp}"),
-                ));
+                )
+                .into());
             }
         }
         if i == 0 {
             log.start_lsn = start;
         }
-        let data = storage.read(&path)?;
-        let header_ok = match decode_block(&data, 0, LOG_MAGIC) {
-            Ok(Some((b, _))) => {
-                b.kind == KIND_FILE_HEADER
-                    && b.version == FORMAT_VERSION
-                    && payload_u64(b.payload, 0) == Some(start)
-                    && b.payload.len() == 8
-            }
-            _ => false,
+        let mut header_ok = false;
+        let mut bad_entry = None;
+        let scanned =
+            scan_blocks::<Stop<E>>(storage, &path, LOG_MAGIC, &mut buffer, |offset, block| {
+                if offset == 0 {
+                    header_ok = is_file_header(&block, start);
+                    return Ok(if header_ok {
+                        ControlFlow::Continue(())
+                    } else {
+                        ControlFlow::Break(())
+                    });
+                }
+                let lsn = start + (offset - FILE_HEADER_BYTES);
+                let len = (epochdb_storage::BLOCK_HEADER_BYTES + block.payload.len()) as u64;
+                match entry_at(&block, lsn, len) {
+                    Ok(entry) => visit(entry)
+                        .map(|()| ControlFlow::Continue(()))
+                        .map_err(Stop::Visitor),
+                    Err(reason) => {
+                        bad_entry = Some(reason);
+                        Ok(ControlFlow::Break(()))
+                    }
+                }
+            });
+        let (end, size) = match scanned {
+            Ok(done) => done,
+            Err(Stop::Log(error)) => return Err(error.into()),
+            Err(Stop::Visitor(error)) => return Err(error),
         };
         if !header_ok {
             if last && start >= persisted && start == expected.unwrap_or(start) {
                 log.discarded = Some(DiscardedTail {
                     file: path.clone(),
                     offset: 0,
-                    bytes: data.len() as u64,
+                    bytes: size,
                     whole_file: true,
                     reason: "file header torn".to_string(),
                 });
                 expected = Some(start);
                 break;
             }
-            return Err(corrupt(0, "bad file header".to_string()));
+            return Err(corrupt(0, "bad file header".to_string()).into());
         }
-        let mut offset = FILE_HEADER_BYTES as usize;
-        loop {
-            let lsn = start + (offset as u64 - FILE_HEADER_BYTES);
-            let bad = match decode_block(&data, offset, LOG_MAGIC) {
-                Ok(None) => break,
-                Ok(Some((block, next))) => {
-                    if block.kind != KIND_ENTRY || block.version != FORMAT_VERSION {
-                        Some(format!(
-                            "block kind {} version {} is not a log entry",
-                            block.kind, block.version
-                        ))
-                    } else {
-                        match decode_entry_payload(block.payload) {
-                            Ok((embedded, records)) if embedded == lsn => {
-                                let end = lsn + (next - offset) as u64;
-                                log.entries.push(RecoveredEntry {
-                                    lsn: LsnRange { start: lsn, end },
-                                    records,
-                                });
-                                offset = next;
-                                None
-                            }
-                            Ok((embedded, _)) => Some(format!(
-                                "entry carries LSN {embedded} but sits at LSN {lsn}"
-                            )),
-                            Err(reason) => Some(reason),
-                        }
-                    }
-                }
-                Err(e) => Some(e.to_string()),
-            };
-            if let Some(reason) = bad {
+        let bad = match end {
+            ScanEnd::Clean => None,
+            ScanEnd::Damaged { offset, error } => Some((offset, error.to_string())),
+            ScanEnd::Stopped { offset } => Some((
+                offset,
+                bad_entry
+                    .take()
+                    .expect("the visitor stops only on a bad entry"),
+            )),
+        };
+        let end_offset = match bad {
+            None => size,
+            Some((offset, reason)) => {
+                let lsn = start + (offset - FILE_HEADER_BYTES);
                 if lsn < persisted || !last {
                     return Err(corrupt(
-                        offset as u64,
+                        offset,
                         format!("{reason} (LSN {lsn}, persisted SDL {persisted})"),
-                    ));
+                    )
+                    .into());
                 }
                 log.discarded = Some(DiscardedTail {
                     file: path.clone(),
-                    offset: offset as u64,
-                    bytes: (data.len() - offset) as u64,
+                    offset,
+                    bytes: size - offset,
                     whole_file: false,
                     reason,
                 });
-                break;
+                offset
             }
-        }
-        expected = Some(start + (offset as u64 - FILE_HEADER_BYTES));
+        };
+        expected = Some(start + (end_offset - FILE_HEADER_BYTES));
         files.push((start, path));
     }
     log.end_lsn = expected.unwrap_or(persisted);
@@ -221,7 +307,8 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, WalError> 
             file: dir.to_path_buf(),
             offset: 0,
             reason: format!("no log file, but the SDL file says {persisted} bytes are durable"),
-        });
+        }
+        .into());
     }
     if persisted > log.end_lsn {
         let (file, offset) = match files.last() {
@@ -235,7 +322,8 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, WalError> 
                 "the log ends at LSN {} but the persisted SDL is {persisted}",
                 log.end_lsn
             ),
-        });
+        }
+        .into());
     }
     Ok(Scan { log, files })
 }

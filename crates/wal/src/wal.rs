@@ -19,7 +19,7 @@ use crate::grasshopper::list::{Callback, GList};
 use crate::grasshopper::worker::GhWorker;
 use crate::lsn::{Lsn, LsnRange};
 use crate::options::{LogKind, WalOptions};
-use crate::recovery::{scan, RecoveredLog};
+use crate::recovery::{scan, EntryRef, RecoveredLog};
 use crate::segments::{prepare, truncate_before, FileList};
 use crate::sync::Backoff;
 
@@ -99,9 +99,34 @@ impl Wal {
         dir: impl AsRef<Path>,
         options: WalOptions,
     ) -> Result<(Wal, RecoveredLog), WalError> {
+        let mut entries = Vec::new();
+        let (wal, mut log) = Self::open_streaming::<WalError>(storage, dir, options, |entry| {
+            entries.push(entry.to_owned());
+            Ok(())
+        })?;
+        log.entries = entries;
+        Ok((wal, log))
+    }
+
+    /// Like [`Wal::open`], but hands each recovered entry to `visit` as it
+    /// is read, in LSN order, instead of collecting them: the log is read in
+    /// chunks through one buffer, so recovery needs memory for a chunk, not
+    /// for the whole log. The returned [`RecoveredLog`] has no `entries`.
+    ///
+    /// Entries are visited before the scan has seen the rest of the log: if
+    /// it then finds corruption, it fails after `visit` has seen the entries
+    /// before it, so the caller must discard what it built from them. An
+    /// error from `visit` stops the scan and is returned; nothing is
+    /// changed on disk then.
+    pub fn open_streaming<E: From<WalError>>(
+        storage: Arc<dyn Storage>,
+        dir: impl AsRef<Path>,
+        options: WalOptions,
+        mut visit: impl FnMut(EntryRef<'_>) -> Result<(), E>,
+    ) -> Result<(Wal, RecoveredLog), E> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        let scanned = scan(&*storage, &dir)?;
+        let scanned = scan::<E>(&*storage, &dir, &mut visit)?;
         let prepared = prepare(&*storage, &dir, &scanned)?;
         let start = scanned.log.end_lsn;
         let core = Arc::new(Core::new(options, start));
