@@ -118,6 +118,12 @@ pub(crate) const WAL_SUBDIR: &str = "wal";
 const ACKER_SLEEP: Duration = Duration::from_micros(50);
 
 /// The engine's view of a log error.
+impl From<WalError> for DurabilityError {
+    fn from(error: WalError) -> Self {
+        wal_error(&error)
+    }
+}
+
 pub(crate) fn wal_error(error: &WalError) -> DurabilityError {
     match error {
         WalError::Storage(e) => DurabilityError::from_storage(e),

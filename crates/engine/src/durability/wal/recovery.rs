@@ -7,17 +7,18 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use epochdb_epoch::EpochManager;
 use epochdb_storage::Storage;
-use epochdb_wal::{RecoveredEntry, Wal, WalOptions};
+use epochdb_wal::{Wal, WalOptions};
 use parking_lot::Mutex;
 
 use super::format::{decode, DecodeError, Record, KIND_COMMIT, KIND_PART, KIND_TABLE};
-use super::{wal_error, WAL_SUBDIR};
+
+use super::WAL_SUBDIR;
 use crate::durability::silor::{
     create_dir_durably, load_checkpoint, lock_dirs, read_meta, remove_strays,
 };
@@ -111,28 +112,25 @@ pub(crate) fn recover(
 
     let wal_dir = dir.join(WAL_SUBDIR);
     create_dir_durably(storage.as_ref(), &wal_dir)?;
-    let (wal, log) = Wal::open(storage, &wal_dir, options.clone()).map_err(|e| wal_error(&e))?;
-
     let replay_started = Instant::now();
-    let log_bytes: u64 = log.entries.iter().map(|e| e.lsn.len()).sum();
-    let plan = plan_replay(&log.entries, replay_from, &mut tables, &wal_dir)?;
-    let replayed = replay_parallel(
-        &log.entries,
-        replay_from,
-        &tables,
-        &plan,
-        (threads, &manager),
+    let (wal, log, replayed) = replay_streaming(
+        storage,
         &wal_dir,
+        options.clone(),
+        replay_from,
+        &mut tables,
+        (threads, &manager),
     )?;
     max_epoch = max_epoch.max(replayed.max_epoch);
     let transactions = replayed.transactions;
+    let log_bytes = replayed.log_bytes;
     let mut handle = manager.register().expect("a fresh epoch table has room");
     handle.protect();
     report.log_bytes = log_bytes;
     report.log_threads = threads;
     report.log_entries = transactions;
     // Split transactions whose COMMIT entry never became durable.
-    report.dropped_blocks = plan.split.values().filter(|c| !**c).count() as u64;
+    report.dropped_blocks = replayed.unfinished_splits;
     report.torn_tail_bytes = log.discarded.as_ref().map_or(0, |d| d.bytes);
     // Tombstones have done their job.
     for table in &tables {
@@ -155,15 +153,6 @@ pub(crate) fn recover(
     })
 }
 
-/// What the sequential pass over the entries' headers found.
-struct ReplayPlan {
-    /// Split transactions `(txn_tag, tid)` with a PART at or above the
-    /// replay start, and whether their COMMIT entry is in the log.
-    split: HashMap<(u64, u64), bool>,
-    /// LSN of each table's TABLE record (0: from the checkpoint).
-    table_lsn: Vec<u64>,
-}
-
 /// Reads the `(txn_tag, tid)` of a COMMIT or PART record without decoding
 /// its writes.
 fn txn_key(bytes: &[u8]) -> Option<(u64, u64)> {
@@ -172,163 +161,245 @@ fn txn_key(bytes: &[u8]) -> Option<(u64, u64)> {
     Some((u64::from_le_bytes(tag), u64::from_le_bytes(tid)))
 }
 
-/// The sequential pass: creates the tables in LSN order and finds which
-/// split transactions committed (a COMMIT follows its PARTs in LSN order).
-/// Only record headers are read; the writes are left to the parallel pass.
-fn plan_replay(
-    entries: &[RecoveredEntry],
-    replay_from: u64,
-    tables: &mut Vec<Arc<Table>>,
-    wal_dir: &Path,
-) -> Result<ReplayPlan, DurabilityError> {
-    let mut plan = ReplayPlan {
-        split: HashMap::new(),
-        table_lsn: vec![0; tables.len()],
-    };
-    for entry in entries {
-        let at = |what: String| corrupt_entry(wal_dir, entry.lsn.start, what);
-        for bytes in &entry.records {
-            match bytes.get(1).copied() {
-                Some(KIND_TABLE) => {
-                    let Record::Table { id, name } = decode_at(bytes, wal_dir, entry.lsn.start)?
-                    else {
-                        unreachable!("the kind byte said TABLE")
-                    };
-                    if id as usize == tables.len() {
-                        tables.push(Arc::new(Table::new(TableId(id), name)));
-                        plan.table_lsn.push(entry.lsn.start);
-                    } else if tables.get(id as usize).is_none_or(|t| t.name != name) {
-                        return Err(at(format!(
-                            "table {id} '{name}' does not follow the {} tables before it",
-                            tables.len()
-                        )));
-                    }
-                }
-                Some(KIND_PART) if entry.lsn.start >= replay_from => {
-                    let key = txn_key(bytes).ok_or_else(|| at("short PART header".into()))?;
-                    plan.split.insert(key, false);
-                }
-                Some(KIND_COMMIT) if entry.lsn.start >= replay_from => {
-                    if let Some(committed) = txn_key(bytes).and_then(|k| plan.split.get_mut(&k)) {
-                        *committed = true;
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    Ok(plan)
-}
-
-/// What the parallel pass applied.
+/// What the replay applied.
 struct Replayed {
     transactions: u64,
     max_epoch: u64,
+    /// Bytes of log read (entries at every LSN).
+    log_bytes: u64,
+    /// Split transactions whose COMMIT entry never became durable.
+    unfinished_splits: u64,
 }
 
-/// Applies every COMMIT at or above `replay_from`, and every PART whose
-/// transaction committed, on `threads` threads taking runs of entries in
-/// turn. "Largest TID wins" makes the order of application irrelevant,
-/// so any split of the entries among threads gives the same state (the
-/// silor recovery's argument, §5.2).
-fn replay_parallel(
-    entries: &[RecoveredEntry],
-    replay_from: u64,
-    tables: &[Arc<Table>],
-    plan: &ReplayPlan,
-    (threads, manager): (usize, &EpochManager),
+/// Record bytes a batch gathers before it goes to a replayer.
+const BATCH_BYTES: usize = 1 << 20;
+
+/// COMMIT and PART records on their way to a replayer, back to back in one
+/// buffer that is handed back and reused (fresh buffers per record made the
+/// kernel zero a page for every page of log: perf put 63% of a recovery in
+/// `clear_page_erms`).
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    /// Per record: the LSN of its entry and where it ends in `bytes`.
+    ends: Vec<(u64, usize)>,
+    /// The tables as they stood when the batch was sealed: a batch is
+    /// sealed before every table creation, so a write to a table that was
+    /// created after it is caught.
+    tables: Arc<[Arc<Table>]>,
+}
+
+impl Batch {
+    fn push(&mut self, lsn: u64, record: &[u8]) {
+        self.bytes.extend_from_slice(record);
+        self.ends.push((lsn, self.bytes.len()));
+    }
+
+    fn records(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        let mut start = 0;
+        self.ends.iter().map(move |&(lsn, end)| {
+            let record = &self.bytes[start..end];
+            start = end;
+            (lsn, record)
+        })
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+}
+
+/// What the replayers share.
+struct ReplayShared<'a> {
+    manager: &'a EpochManager,
+    wal_dir: &'a Path,
+    transactions: AtomicU64,
+    max_epoch: AtomicU64,
+    first_error: Mutex<Option<DurabilityError>>,
+}
+
+impl ReplayShared<'_> {
+    fn fail(&self, error: DurabilityError) {
+        self.first_error.lock().get_or_insert(error);
+    }
+
+    fn failed(&self) -> bool {
+        self.first_error.lock().is_some()
+    }
+
+    /// Applies a batch; a damaged record fails the whole recovery.
+    fn apply(&self, batch: &Batch, handle: &mut epochdb_epoch::EpochHandle) {
+        let mut commits = 0;
+        for (lsn, record) in batch.records() {
+            match apply_record(record, lsn, &batch.tables, handle, self.wal_dir) {
+                Ok((commit, epoch)) => {
+                    commits += commit;
+                    self.max_epoch.fetch_max(epoch, Ordering::Relaxed);
+                }
+                Err(error) => return self.fail(error),
+            }
+        }
+        self.transactions.fetch_add(commits, Ordering::Relaxed);
+        handle.refresh();
+    }
+}
+
+/// Opens the log and replays it while reading it (one pass, in chunks).
+///
+/// This thread reads the entries in LSN order: it creates tables as their
+/// TABLE records come, holds the PARTs of a split transaction until its
+/// COMMIT shows it committed (a COMMIT follows its PARTs in LSN order;
+/// PARTs never committed are dropped), and packs every COMMIT at or above
+/// `replay_from`, with its PARTs, into batches for `threads` replayers.
+/// "Largest TID wins" makes the order of application irrelevant, so any
+/// split of the records among threads gives the same state (the silor
+/// recovery's argument, §5.2).
+fn replay_streaming(
+    storage: Arc<dyn Storage>,
     wal_dir: &Path,
-) -> Result<Replayed, DurabilityError> {
-    /// Entries one thread takes at a time.
-    const RUN: usize = 256;
-    let next = AtomicUsize::new(0);
-    let transactions = AtomicU64::new(0);
-    let max_epoch = AtomicU64::new(0);
-    let first_error: Mutex<Option<DurabilityError>> = Mutex::new(None);
-    std::thread::scope(|scope| {
+    options: WalOptions,
+    replay_from: u64,
+    tables: &mut Vec<Arc<Table>>,
+    (threads, manager): (usize, &EpochManager),
+) -> Result<(Wal, epochdb_wal::RecoveredLog, Replayed), DurabilityError> {
+    let shared = ReplayShared {
+        manager,
+        wal_dir,
+        transactions: AtomicU64::new(0),
+        max_epoch: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+    };
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<Batch>(threads * 2);
+    let (empty_tx, empty_rx) = crossbeam_channel::unbounded::<Batch>();
+    let mut log_bytes = 0u64;
+    let mut parts: HashMap<(u64, u64), Vec<(u64, Vec<u8>)>> = HashMap::new();
+    let opened = std::thread::scope(|scope| {
         for _ in 0..threads {
-            scope.spawn(|| {
-                let mut handle = manager.register().expect("room for every replayer");
+            let (full_rx, empty_tx, shared) = (full_rx.clone(), empty_tx.clone(), &shared);
+            scope.spawn(move || {
+                let mut handle = shared.manager.register().expect("room for every replayer");
                 handle.protect();
-                let (mut applied, mut epoch) = (0u64, 0u64);
-                loop {
-                    let start = next.fetch_add(RUN, Ordering::Relaxed);
-                    if start >= entries.len() || first_error.lock().is_some() {
-                        break;
+                for mut batch in full_rx {
+                    if !shared.failed() {
+                        shared.apply(&batch, &mut handle);
                     }
-                    for entry in &entries[start..(start + RUN).min(entries.len())] {
-                        if entry.lsn.start < replay_from {
-                            continue;
-                        }
-                        match apply_entry(entry, tables, plan, &mut handle, wal_dir) {
-                            Ok((commits, e)) => {
-                                applied += commits;
-                                epoch = epoch.max(e);
-                            }
-                            Err(error) => {
-                                first_error.lock().get_or_insert(error);
-                                break;
-                            }
-                        }
-                    }
-                    handle.refresh();
+                    batch.clear();
+                    let _ = empty_tx.send(batch);
                 }
                 handle.unprotect();
-                transactions.fetch_add(applied, Ordering::Relaxed);
-                max_epoch.fetch_max(epoch, Ordering::Relaxed);
             });
         }
+        drop(full_rx);
+        let mut snapshot: Arc<[Arc<Table>]> = tables.as_slice().into();
+        let mut batch = Batch::default();
+        let send = |batch: &mut Batch, snapshot: &Arc<[Arc<Table>]>| {
+            if batch.ends.is_empty() {
+                return;
+            }
+            let mut next = empty_rx.try_recv().unwrap_or_default();
+            std::mem::swap(batch, &mut next);
+            next.tables = Arc::clone(snapshot);
+            // The replayers outlive this thread's sends; a send fails only
+            // if they all panicked, which the scope reports.
+            let _ = full_tx.send(next);
+        };
+        let opened = Wal::open_streaming(storage, wal_dir, options, |entry| {
+            if shared.failed() {
+                return Err(shared.first_error.lock().take().expect("failed"));
+            }
+            log_bytes += entry.lsn.len();
+            let lsn = entry.lsn.start;
+            let at = |what: String| corrupt_entry(wal_dir, lsn, what);
+            for bytes in entry.records() {
+                match bytes.get(1).copied() {
+                    Some(KIND_TABLE) => {
+                        let Record::Table { id, name } = decode_at(bytes, wal_dir, lsn)? else {
+                            unreachable!("the kind byte said TABLE")
+                        };
+                        if id as usize == tables.len() {
+                            send(&mut batch, &snapshot);
+                            tables.push(Arc::new(Table::new(TableId(id), name)));
+                            snapshot = tables.as_slice().into();
+                        } else if tables.get(id as usize).is_none_or(|t| t.name != name) {
+                            return Err(at(format!(
+                                "table {id} '{name}' does not follow the {} tables before it",
+                                tables.len()
+                            )));
+                        }
+                    }
+                    _ if lsn < replay_from => {} // the checkpoint holds it
+                    Some(KIND_PART) => {
+                        let key = txn_key(bytes).ok_or_else(|| at("short PART header".into()))?;
+                        parts.entry(key).or_default().push((lsn, bytes.to_vec()));
+                    }
+                    Some(KIND_COMMIT) => {
+                        if let Some(held) = txn_key(bytes).and_then(|key| parts.remove(&key)) {
+                            for (part_lsn, part) in held {
+                                batch.push(part_lsn, &part);
+                            }
+                        }
+                        batch.push(lsn, bytes);
+                        if batch.bytes.len() >= BATCH_BYTES {
+                            send(&mut batch, &snapshot);
+                        }
+                    }
+                    // Not a kind this build writes: let the decoder name it.
+                    _ => {
+                        decode_at(bytes, wal_dir, lsn)?;
+                        return Err(at("unknown record kind".into()));
+                    }
+                }
+            }
+            Ok(())
+        });
+        send(&mut batch, &snapshot);
+        drop(full_tx);
+        opened
     });
-    if let Some(error) = first_error.into_inner() {
+    let (wal, log) = opened?;
+    if let Some(error) = shared.first_error.into_inner() {
         return Err(error);
     }
-    Ok(Replayed {
-        transactions: transactions.into_inner(),
-        max_epoch: max_epoch.into_inner(),
-    })
+    Ok((
+        wal,
+        log,
+        Replayed {
+            transactions: shared.transactions.into_inner(),
+            max_epoch: shared.max_epoch.into_inner(),
+            log_bytes,
+            unfinished_splits: parts.len() as u64,
+        },
+    ))
 }
 
-/// Applies one entry's COMMIT/PART records; returns the COMMITs applied
-/// and the largest TID epoch seen.
-fn apply_entry(
-    entry: &RecoveredEntry,
+/// Applies one COMMIT or (committed) PART record; returns the COMMITs
+/// applied (0 or 1) and the epoch of its TID.
+fn apply_record(
+    bytes: &[u8],
+    lsn: u64,
     tables: &[Arc<Table>],
-    plan: &ReplayPlan,
     handle: &mut epochdb_epoch::EpochHandle,
     wal_dir: &Path,
 ) -> Result<(u64, u64), DurabilityError> {
-    let at = |what: String| corrupt_entry(wal_dir, entry.lsn.start, what);
-    let (mut commits, mut max_epoch) = (0u64, 0u64);
-    for bytes in &entry.records {
-        let Record::Commit {
-            last,
-            txn_tag,
-            tid,
-            writes,
-        } = decode_at(bytes, wal_dir, entry.lsn.start)?
-        else {
-            continue; // TABLE: done by the sequential pass
-        };
-        if tid & STATUS_MASK != 0 {
-            return Err(at(format!("tid {tid:#x} has status bits set")));
-        }
-        if !last && plan.split.get(&(txn_tag, tid)) != Some(&true) {
-            continue; // its COMMIT never became durable
-        }
-        let tid = Tid::from_raw(tid);
-        max_epoch = max_epoch.max(tid.epoch());
-        for write in &writes {
-            let table = write.table as usize;
-            match (tables.get(table), plan.table_lsn.get(table)) {
-                (Some(t), Some(&created)) if created <= entry.lsn.start => {
-                    t.recover_put(write.key, tid, write.value, handle, false);
-                }
-                _ => return Err(at(format!("write to unknown table {}", write.table))),
-            }
-        }
-        commits += u64::from(last);
+    let at = |what: String| corrupt_entry(wal_dir, lsn, what);
+    let Record::Commit {
+        last, tid, writes, ..
+    } = decode_at(bytes, wal_dir, lsn)?
+    else {
+        return Err(at("a TABLE record among the writes".into()));
+    };
+    if tid & STATUS_MASK != 0 {
+        return Err(at(format!("tid {tid:#x} has status bits set")));
     }
-    Ok((commits, max_epoch))
+    let tid = Tid::from_raw(tid);
+    for write in &writes {
+        let Some(table) = tables.get(write.table as usize) else {
+            return Err(at(format!("write to unknown table {}", write.table)));
+        };
+        table.recover_put(write.key, tid, write.value, handle, false);
+    }
+    Ok((u64::from(last), tid.epoch()))
 }
 
 fn corrupt_entry(wal_dir: &Path, lsn: u64, what: String) -> DurabilityError {
