@@ -155,11 +155,18 @@ pub(crate) fn recover(
 
 /// Reads the `(txn_tag, tid)` of a COMMIT or PART record without decoding
 /// its writes.
-fn txn_key(bytes: &[u8]) -> Option<(u64, u64)> {
+fn txn_key(bytes: &[u8]) -> Option<TxnKey> {
     let tag = bytes.get(2..10)?.try_into().ok()?;
     let tid = bytes.get(10..18)?.try_into().ok()?;
     Some((u64::from_le_bytes(tag), u64::from_le_bytes(tid)))
 }
+
+/// A transaction's `(txn_tag, tid)`.
+type TxnKey = (u64, u64);
+
+/// A PART record held until its transaction's COMMIT: its entry's LSN and
+/// its bytes.
+type HeldPart = (u64, Vec<u8>);
 
 /// What the replay applied.
 struct Replayed {
@@ -273,7 +280,7 @@ fn replay_streaming(
     let (full_tx, full_rx) = crossbeam_channel::bounded::<Batch>(threads * 2);
     let (empty_tx, empty_rx) = crossbeam_channel::unbounded::<Batch>();
     let mut log_bytes = 0u64;
-    let mut parts: HashMap<(u64, u64), Vec<(u64, Vec<u8>)>> = HashMap::new();
+    let mut parts: HashMap<TxnKey, Vec<HeldPart>> = HashMap::new();
     let opened = std::thread::scope(|scope| {
         for _ in 0..threads {
             let (full_rx, empty_tx, shared) = (full_rx.clone(), empty_tx.clone(), &shared);
