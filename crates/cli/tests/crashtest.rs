@@ -50,3 +50,37 @@ fn crashtest_refuses_the_none_mode() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("durable mode"));
 }
+
+/// FASTER's sum-store on the hybridlog store with real SIGKILLs: a few
+/// iterations (half of them aimed at a CPR phase); the 200-iteration run is
+/// in BENCHMARKS.md.
+#[test]
+fn crashtest_hybridlog_sum_store() {
+    let output = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .args(["crashtest", "--store", "hybridlog", "--iterations", "4"])
+        .args(["--max-run-ms", "400", "--seed", "7"])
+        .output()
+        .expect("run epochdb");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("crashtest: 4 iterations, 0 violations"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("iteration 4/4"), "{stderr}");
+    assert!(
+        stderr.contains("kills by the phase last reported"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn crashtest_hybridlog_refuses_a_durability_mode() {
+    let output = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .args(["crashtest", "--store", "hybridlog", "--durability", "log"])
+        .output()
+        .expect("run epochdb");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--durability"));
+}
