@@ -2,8 +2,10 @@
 //! of DESIGN.md's contract. Comparisons run back to back in one process
 //! with identical settings and report ratios.
 
+mod disk;
 mod fcc;
 mod fcc_plot;
+mod hybridlog;
 mod null_device;
 mod plot;
 mod report;
@@ -37,6 +39,10 @@ pub(crate) enum BenchCommand {
     /// commit per transaction; GRASSHOPPER, mutex and bitmap scan side by
     /// side over threads, record sizes and I/O units.
     Wal(wal::WalArgs),
+    /// YCSB on the hybridlog store with CPR checkpoints (cpr-sigmod19 §7):
+    /// throughput and log size over time with the CPR phases, latency per
+    /// phase, checkpoint write speed and recovery speed against the disk.
+    Hybridlog(Box<hybridlog::HybridlogArgs>),
 }
 
 /// Settings every engine benchmark shares.
@@ -149,6 +155,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
         }
         BenchCommand::Fcc(args) => fcc::run(*args),
         BenchCommand::Wal(args) => wal::run(args),
+        BenchCommand::Hybridlog(args) => hybridlog::run(*args),
         BenchCommand::Tpcc(args) => {
             let warehouses = args.warehouses.unwrap_or(args.common.threads as u32);
             let config = if args.small {

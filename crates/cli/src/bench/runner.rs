@@ -46,7 +46,8 @@ pub(crate) struct RunSpec {
     pub(crate) check: bool,
 }
 
-fn new_histogram() -> Histogram<u64> {
+/// An empty latency histogram (1 µs to 60 s, 3 significant figures).
+pub(crate) fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_MAX_US, 3).expect("valid histogram bounds")
 }
 
