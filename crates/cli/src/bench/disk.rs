@@ -5,39 +5,38 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Instant;
 
-/// Bytes of the probe file: 128 writes of 512 KiB.
+/// The probe is written in 512 KiB writes.
 const PROBE_CHUNK_BYTES: usize = 512 << 10;
-const PROBE_CHUNKS: usize = 128;
 
-fn write_probe(path: &Path) -> Result<f64, String> {
+fn write_probe(path: &Path, chunks: usize) -> Result<f64, String> {
     let chunk = vec![0xa5u8; PROBE_CHUNK_BYTES];
     let started = Instant::now();
     let mut file =
         std::fs::File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-    for _ in 0..PROBE_CHUNKS {
+    for _ in 0..chunks {
         file.write_all(&chunk)
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     file.sync_all()
         .map_err(|e| format!("syncing {}: {e}", path.display()))?;
-    Ok((PROBE_CHUNKS * chunk.len()) as f64 / 1e6 / started.elapsed().as_secs_f64())
+    Ok((chunks * chunk.len()) as f64 / 1e6 / started.elapsed().as_secs_f64())
 }
 
 /// The disk's sequential write bandwidth: 64 MiB in 512 KiB writes, then
 /// fsync, in MB/s.
 pub(crate) fn measure_write(root: &Path) -> Result<f64, String> {
     let path = root.join("disk-probe");
-    let result = write_probe(&path);
+    let result = write_probe(&path, 128);
     let _ = std::fs::remove_file(&path);
     result
 }
 
-/// The disk's sequential write and cold read bandwidth, in MB/s: the
-/// probe of [`measure_write`], dropped from the page cache
+/// The disk's sequential write and cold read bandwidth, in MB/s: `mib`
+/// MiB written as [`measure_write`] does, dropped from the page cache
 /// (`posix_fadvise`), then read back in 4 MiB reads.
-pub(crate) fn measure_write_read(root: &Path) -> Result<(f64, f64), String> {
+pub(crate) fn measure_write_read(root: &Path, mib: usize) -> Result<(f64, f64), String> {
     let path = root.join("disk-probe");
-    let result = write_probe(&path).and_then(|write| {
+    let result = write_probe(&path, (mib << 20) / PROBE_CHUNK_BYTES).and_then(|write| {
         let mut file =
             std::fs::File::open(&path).map_err(|e| format!("opening {}: {e}", path.display()))?;
         epochdb_fcc::evict_page_cache(&file)

@@ -33,7 +33,7 @@ use serde::Serialize;
 use super::disk::{evict_dir, measure_write_read};
 use super::plot::{time_panel, Line, Shade, COLORS};
 use super::report::{write_json, Latency};
-use super::runner::{format_count, new_histogram, LATENCY_SAMPLE_EVERY, WINDOW};
+use super::runner::{format_count, LATENCY_SAMPLE_EVERY, WINDOW};
 
 /// `bench hybridlog` flags.
 #[derive(Debug, Args)]
@@ -199,6 +199,28 @@ fn session_phase(phase: Phase) -> usize {
     }
 }
 
+/// The disk probe: large enough to get past the device's write cache.
+const PROBE_MIB: usize = 256;
+/// Longest latency the histograms hold (60 s, in ns): operations take
+/// well under a microsecond.
+const LATENCY_MAX_NS: u64 = 60_000_000_000;
+
+/// An empty latency histogram in nanoseconds.
+fn ns_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3).expect("valid histogram bounds")
+}
+
+/// Percentiles of a nanosecond histogram, in microseconds (rounded up).
+fn micros(latency: &Latency) -> Latency {
+    let us = |ns: u64| ns.div_ceil(1000);
+    Latency {
+        p50: us(latency.p50),
+        p99: us(latency.p99),
+        p999: us(latency.p999),
+        max: us(latency.max),
+    }
+}
+
 /// Fine samples of the run (every 10 ms).
 const SAMPLE: Duration = Duration::from_millis(10);
 /// Width of the windows the dip and the return to 95% are judged on.
@@ -219,6 +241,12 @@ struct CheckpointReport {
     end_s: f64,
     phases: Vec<PhaseSpan>,
     bytes: u64,
+    /// Of `bytes`, the index checkpoint file (0 for a log-only one).
+    index_bytes: u64,
+    /// The index file over the index phase.
+    index_write_mb_s: f64,
+    /// The rest of `bytes` (log flushed for the fold-over) over WAIT_FLUSH.
+    log_write_mb_s: f64,
     /// Bytes over the time spent writing: the index phase and WAIT_FLUSH.
     write_mb_s: f64,
     /// `write_mb_s` over the disk's measured sequential write speed.
@@ -237,7 +265,8 @@ struct WindowReport {
     t_s: f64,
     txn_s: f64,
     p50_us: u64,
-    p99_us: u64,
+    p50_ns: u64,
+    p99_ns: u64,
     checkpointing: bool,
     phase: &'static str,
     log_bytes: u64,
@@ -254,7 +283,7 @@ struct FineReport {
 struct PhaseLatency {
     phase: &'static str,
     samples: u64,
-    latency_us: Latency,
+    latency_ns: Latency,
 }
 
 #[derive(Serialize)]
@@ -295,6 +324,7 @@ struct Report {
     operations: u64,
     abort_rate: f64,
     latency_us: Latency,
+    latency_ns: Latency,
     latency_by_phase: Vec<PhaseLatency>,
     series: Vec<WindowReport>,
     fine_series: Vec<FineReport>,
@@ -313,6 +343,7 @@ struct Taken {
     start: Instant,
     end: Instant,
     info: CheckpointInfo,
+    index_bytes: u64,
 }
 
 impl Taken {
@@ -409,7 +440,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
     let (disk_write, disk_read) = if args.checkpoint_at.is_empty() && !args.recover {
         (None, None)
     } else {
-        let (w, r) = measure_write_read(&root)?;
+        let (w, r) = measure_write_read(&root, PROBE_MIB)?;
         eprintln!(
             "[hybridlog] disk: sequential write with fsync {w:.0} MB/s, cold read {r:.0} MB/s"
         );
@@ -492,8 +523,15 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             }));
         }
         let checkpointer = {
-            let (store, stop, barrier, taken, checkpoint_error, at) =
-                (&store, &stop, &barrier, &taken, &checkpoint_error, &at);
+            let (store, stop, barrier, taken, checkpoint_error, at, dir) = (
+                &store,
+                &stop,
+                &barrier,
+                &taken,
+                &checkpoint_error,
+                &at,
+                &dir,
+            );
             let with_index = !args.log_only;
             scope.spawn(move || {
                 barrier.wait();
@@ -508,11 +546,20 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
                     }
                     let begun = Instant::now();
                     match store.checkpoint(with_index) {
-                        Ok(info) => taken.lock().expect("not poisoned").push(Taken {
-                            start: begun,
-                            end: Instant::now(),
-                            info,
-                        }),
+                        Ok(info) => {
+                            let end = Instant::now();
+                            let index_bytes = if info.with_index {
+                                index_file_bytes(dir)
+                            } else {
+                                0
+                            };
+                            taken.lock().expect("not poisoned").push(Taken {
+                                start: begun,
+                                end,
+                                info,
+                                index_bytes,
+                            });
+                        }
                         Err(e) => {
                             *checkpoint_error.lock().expect("not poisoned") =
                                 Some(format!("checkpoint at {t} s: {e}"));
@@ -573,10 +620,10 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
     };
 
     // Merge the threads' results.
-    let mut latency = new_histogram();
-    let mut by_phase: Vec<Histogram<u64>> = (0..PHASES.len()).map(|_| new_histogram()).collect();
+    let mut latency = ns_histogram();
+    let mut by_phase: Vec<Histogram<u64>> = (0..PHASES.len()).map(|_| ns_histogram()).collect();
     let mut merged: Vec<(u64, Histogram<u64>)> =
-        (0..windows).map(|_| (0, new_histogram())).collect();
+        (0..windows).map(|_| (0, ns_histogram())).collect();
     let mut ops = 0;
     for r in &results {
         ops += r.ops;
@@ -619,8 +666,9 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             WindowReport {
                 t_s: to,
                 txn_s: *count as f64 / width,
-                p50_us: hist.value_at_quantile(0.5),
-                p99_us: hist.value_at_quantile(0.99),
+                p50_us: hist.value_at_quantile(0.5).div_ceil(1000),
+                p50_ns: hist.value_at_quantile(0.5),
+                p99_ns: hist.value_at_quantile(0.99),
                 checkpointing: taken.iter().any(|c| {
                     (c.start - t0).as_secs_f64() < to && (c.end - t0).as_secs_f64() > from
                 }),
@@ -672,7 +720,9 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         .map(|c| {
             let (start_s, end_s_ckpt) = ((c.start - t0).as_secs_f64(), (c.end - t0).as_secs_f64());
             let writing = c.info.index_time + c.info.phase_times[3];
-            let write_mb_s = c.info.bytes as f64 / 1e6 / writing.as_secs_f64().max(1e-9);
+            let mb_s = |bytes: u64, d: Duration| bytes as f64 / 1e6 / d.as_secs_f64().max(1e-9);
+            let write_mb_s = mb_s(c.info.bytes, writing);
+            let index_bytes = c.index_bytes.min(c.info.bytes);
             let during = rate(start_s, end_s_ckpt);
             let back = fine_series
                 .iter()
@@ -686,6 +736,13 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
                 end_s: end_s_ckpt,
                 phases: c.spans(t0),
                 bytes: c.info.bytes,
+                index_bytes,
+                index_write_mb_s: if c.info.with_index {
+                    mb_s(index_bytes, c.info.index_time)
+                } else {
+                    0.0
+                },
+                log_write_mb_s: mb_s(c.info.bytes - index_bytes, c.info.phase_times[3]),
                 write_mb_s,
                 write_fraction_of_disk: disk_write.map_or(0.0, |d| write_mb_s / d),
                 during_txn_s: during,
@@ -729,7 +786,8 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         throughput_txn_s: ops as f64 / args.duration,
         operations: ops,
         abort_rate: 0.0,
-        latency_us: Latency::from_histogram(&latency),
+        latency_us: micros(&Latency::from_histogram(&latency)),
+        latency_ns: Latency::from_histogram(&latency),
         latency_by_phase: PHASES
             .iter()
             .zip(&by_phase)
@@ -737,7 +795,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             .map(|(phase, h)| PhaseLatency {
                 phase,
                 samples: h.len(),
-                latency_us: Latency::from_histogram(h),
+                latency_ns: Latency::from_histogram(h),
             })
             .collect(),
         series,
@@ -780,6 +838,23 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         eprintln!("results written to {}", path.display());
     }
     Ok(())
+}
+
+/// The size of the index checkpoint file in `dir` (after a checkpoint
+/// commits, older ones are removed), or 0.
+fn index_file_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("index-") && name.ends_with(".dat")
+        })
+        .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Primary buckets: two keys per bucket of seven entries.
@@ -838,9 +913,9 @@ fn worker(
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut result = ThreadResult {
         ops: 0,
-        latency: new_histogram(),
-        by_phase: (0..PHASES.len()).map(|_| new_histogram()).collect(),
-        windows: (0..windows).map(|_| (0, new_histogram())).collect(),
+        latency: ns_histogram(),
+        by_phase: (0..PHASES.len()).map(|_| ns_histogram()).collect(),
+        windows: (0..windows).map(|_| (0, ns_histogram())).collect(),
     };
     let mut value = vec![0u8; value_size];
     let mut out = Vec::with_capacity(value_size);
@@ -896,10 +971,10 @@ fn worker(
 }
 
 fn record(result: &mut ThreadResult, began: Instant, window: usize, phase: usize) {
-    let us = (began.elapsed().as_micros() as u64).max(1);
-    result.latency.saturating_record(us);
-    result.by_phase[phase].saturating_record(us);
-    result.windows[window].1.saturating_record(us);
+    let ns = (began.elapsed().as_nanos() as u64).max(1);
+    result.latency.saturating_record(ns);
+    result.by_phase[phase].saturating_record(ns);
+    result.windows[window].1.saturating_record(ns);
 }
 
 fn print_summary(r: &Report) {
@@ -910,22 +985,22 @@ fn print_summary(r: &Report) {
         c.keys, c.value_size, c.mix, c.dist, c.threads, c.memory_mb, c.data_mb
     );
     println!(
-        "  {:>10} ops/s ({} per thread); latency (sampled, µs) p50 {} p99 {} p999 {}; log {:.1} MB",
+        "  {:>10} ops/s ({} per thread); latency (sampled, ns) p50 {} p99 {} p999 {}; log {:.1} MB",
         format_count(r.throughput_txn_s),
         format_count(r.throughput_txn_s / c.threads as f64),
-        r.latency_us.p50,
-        r.latency_us.p99,
-        r.latency_us.p999,
+        r.latency_ns.p50,
+        r.latency_ns.p99,
+        r.latency_ns.p999,
         r.log_bytes as f64 / 1e6
     );
     for p in &r.latency_by_phase {
         println!(
-            "  latency in {:<12} p50 {:>6} p99 {:>6} p999 {:>6} max {:>8} µs ({} samples)",
+            "  latency in {:<12} p50 {:>6} p99 {:>6} p999 {:>6} max {:>10} ns ({} samples)",
             p.phase,
-            p.latency_us.p50,
-            p.latency_us.p99,
-            p.latency_us.p999,
-            p.latency_us.max,
+            p.latency_ns.p50,
+            p.latency_ns.p99,
+            p.latency_ns.p999,
+            p.latency_ns.max,
             p.samples
         );
     }
@@ -936,7 +1011,7 @@ fn print_summary(r: &Report) {
             .map(|s| format!("{} {:.1}", s.phase, (s.to_s - s.from_s) * 1e3))
             .collect();
         println!(
-            "  checkpoint v{} at {:.2}–{:.2} s ({}): {:.1} MB at {:.0} MB/s{}; ms per phase: {}",
+            "  checkpoint v{} at {:.2}–{:.2} s ({}): {:.1} MB (index {:.1} MB at {:.0} MB/s, log {:.1} MB at {:.0} MB/s) at {:.0} MB/s{}; ms per phase: {}",
             k.version,
             k.start_s,
             k.end_s,
@@ -946,6 +1021,10 @@ fn print_summary(r: &Report) {
                 "log only"
             },
             k.bytes as f64 / 1e6,
+            k.index_bytes as f64 / 1e6,
+            k.index_write_mb_s,
+            (k.bytes - k.index_bytes) as f64 / 1e6,
+            k.log_write_mb_s,
             k.write_mb_s,
             r.disk_write_mb_s.map_or(String::new(), |d| format!(
                 " ({:.0}% of the disk's {d:.0})",
@@ -1043,18 +1122,18 @@ fn draw(path: &Path, r: &Report, spans: &[PhaseSpan]) -> Result<(), String> {
         time_panel(
             &panels[2],
             t_max,
-            "latency per 0.5 s (µs)",
+            "latency per 0.5 s (ns)",
             &shades,
             &[
                 Line {
                     label: Some("p99".into()),
                     color: COLORS[3],
-                    points: r.series.iter().map(|w| (w.t_s, w.p99_us as f64)).collect(),
+                    points: r.series.iter().map(|w| (w.t_s, w.p99_ns as f64)).collect(),
                 },
                 Line {
                     label: Some("p50".into()),
                     color: COLORS[4],
-                    points: r.series.iter().map(|w| (w.t_s, w.p50_us as f64)).collect(),
+                    points: r.series.iter().map(|w| (w.t_s, w.p50_ns as f64)).collect(),
                 },
             ],
         )?;
