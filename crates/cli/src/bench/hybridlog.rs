@@ -791,7 +791,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         latency_by_phase: PHASES
             .iter()
             .zip(&by_phase)
-            .filter(|(_, h)| h.len() > 0)
+            .filter(|(_, h)| !h.is_empty())
             .map(|(phase, h)| PhaseLatency {
                 phase,
                 samples: h.len(),
@@ -890,8 +890,7 @@ fn load(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| "a load thread panicked".to_string())?)
-            .collect()
+            .try_for_each(|h| h.join().map_err(|_| "a load thread panicked".to_string())?)
     })
 }
 
