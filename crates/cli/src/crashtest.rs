@@ -204,10 +204,13 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
             args.iterations
         );
     }
-    println!(
-        "crashtest: {} iterations, {violations} violations",
-        args.iterations
-    );
+    finish(args.iterations, violations)
+}
+
+/// Prints the contract's last line, `crashtest: N iterations, V
+/// violations`, and fails if V > 0.
+pub(crate) fn finish(iterations: u32, violations: u64) -> Result<(), String> {
+    println!("crashtest: {iterations} iterations, {violations} violations");
     if violations > 0 {
         return Err(format!("{violations} violations"));
     }

@@ -33,7 +33,7 @@ use serde::Serialize;
 use super::disk::{evict_dir, measure_write_read};
 use super::plot::{time_panel, Line, Shade, COLORS};
 use super::report::{write_json, Latency};
-use super::runner::{format_count, LATENCY_SAMPLE_EVERY, WINDOW};
+use super::runner::{format_count, join_all, LATENCY_SAMPLE_EVERY, WINDOW};
 
 /// `bench hybridlog` flags.
 #[derive(Debug, Args)]
@@ -420,14 +420,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         mutable_fraction: 0.9,
         max_sessions: args.threads + 8,
     };
-    let scratch;
-    let root = match &args.dir {
-        Some(dir) => dir.clone(),
-        None => {
-            scratch = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
-            scratch.path().to_path_buf()
-        }
-    };
+    let (_scratch, root) = super::run_root(args.dir.as_ref())?;
     let dir = root.join("hybridlog");
     if dir.exists() {
         return Err(format!(
@@ -602,13 +595,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         // A checkpoint still running needs the sessions: stop them after it.
         let _ = checkpointer.join();
         stop.store(true, Ordering::Relaxed);
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| "a benchmark thread panicked".to_string())?
-            })
-            .collect()
+        join_all(handles)
     })?;
     if let Some(error) = checkpoint_error.into_inner().expect("not poisoned") {
         return Err(error);

@@ -172,6 +172,21 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
     }
 }
 
+/// The directory a run writes under: `dir`, or a fresh temporary one
+/// (returned too, so that it lives as long as the run and is removed after).
+pub(crate) fn run_root(
+    dir: Option<&PathBuf>,
+) -> Result<(Option<tempfile::TempDir>, PathBuf), String> {
+    match dir {
+        Some(dir) => Ok((None, dir.clone())),
+        None => {
+            let scratch = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+            let root = scratch.path().to_path_buf();
+            Ok((Some(scratch), root))
+        }
+    }
+}
+
 /// Runs the workload under each requested mode, back to back, then
 /// reports.
 fn run_modes(

@@ -226,13 +226,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             last = (now, commits);
         }
         stop.store(true, Ordering::Relaxed);
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| "a benchmark thread panicked".to_string())?
-            })
-            .collect()
+        join_all(handles)
     })?;
     let elapsed = spec.duration.as_secs_f64();
     if spec.check {
@@ -323,6 +317,20 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             workload: workload.settings().into_iter().collect(),
         },
     })
+}
+
+/// Joins benchmark threads, collecting their results; the first error
+/// (or panic) wins.
+pub(crate) fn join_all<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T, String>>>,
+) -> Result<Vec<T>, String> {
+    handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .map_err(|_| "a benchmark thread panicked".to_string())?
+        })
+        .collect()
 }
 
 /// `1234567.0` → `1.23 M`.

@@ -148,14 +148,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
             );
         }
     }
-    let scratch;
-    let root = match &args.dir {
-        Some(dir) => dir.clone(),
-        None => {
-            scratch = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
-            scratch.path().to_path_buf()
-        }
-    };
+    let (_scratch, root) = super::run_root(args.dir.as_ref())?;
     std::fs::create_dir_all(&root).map_err(|e| format!("creating {}: {e}", root.display()))?;
     let null_device = args.device == "null";
     let disk_write_mb_s = if null_device {

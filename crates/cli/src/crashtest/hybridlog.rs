@@ -36,7 +36,7 @@ use epochdb_hybridlog::{AddU64, Config, Error, Phase, RealStorage, Status, Store
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::{run_and_kill, scratch_dir, CrashtestArgs};
+use super::{finish, run_and_kill, scratch_dir, CrashtestArgs};
 
 /// Flags of the hidden child command.
 #[derive(Debug, Args)]
@@ -310,14 +310,7 @@ pub(crate) fn run(args: &CrashtestArgs) -> Result<(), String> {
     eprintln!(
         "{checkpoints_total} checkpoints committed; {total} increments recovered and checked at the end"
     );
-    println!(
-        "crashtest: {} iterations, {violations} violations",
-        args.iterations
-    );
-    if violations > 0 {
-        return Err(format!("{violations} violations"));
-    }
-    Ok(())
+    finish(args.iterations, violations)
 }
 
 /// Every counter's value (0 when absent), reading through a new session.
