@@ -6,6 +6,10 @@
 //! (b) the state is a durable prefix. Ends with
 //! `crashtest: N iterations, V violations` and fails if V > 0.
 
+mod hybridlog;
+
+pub(crate) use hybridlog::{child as hybridlog_child, ChildArgs as HybridlogChildArgs};
+
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -23,38 +27,64 @@ use rand::{Rng, SeedableRng};
 /// Flags of `epochdb crashtest`.
 #[derive(Debug, Args)]
 pub(crate) struct CrashtestArgs {
-    /// Durability mode under test (log, silor or wal).
-    #[arg(long, default_value = "silor")]
-    durability: DurabilityKind,
+    /// What to crash: `engine` (the transactional engine under
+    /// `--durability`) or `hybridlog` (FASTER's sum-store on the hybridlog
+    /// store with CPR checkpoints).
+    #[arg(long, default_value = "engine", value_parser = ["engine", "hybridlog"])]
+    pub(crate) store: String,
+    /// Durability mode under test (log, silor or wal; engine only;
+    /// default silor).
+    #[arg(long)]
+    durability: Option<DurabilityKind>,
     /// Kill-and-recover iterations.
     #[arg(long, default_value_t = 20)]
-    iterations: u32,
+    pub(crate) iterations: u32,
     /// Seed of the kill times and the workload.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Database directory (repeat for several); default: a fresh
-    /// temporary directory.
+    pub(crate) seed: u64,
+    /// Database directory (repeat for several; hybridlog: one, empty or
+    /// absent); default: a fresh temporary directory.
     #[arg(long)]
-    dir: Vec<PathBuf>,
-    /// Worker threads in the child.
-    #[arg(long, default_value_t = 2)]
-    threads: u32,
+    pub(crate) dir: Vec<PathBuf>,
+    /// Worker threads in the child (hybridlog: sessions; default 2 for the
+    /// engine, 3 for hybridlog).
+    #[arg(long)]
+    threads: Option<u32>,
     /// Longest a child runs before the kill, in milliseconds (the kill
     /// time is uniform in [50, this]).
     #[arg(long, default_value_t = 1500)]
-    max_run_ms: u64,
+    pub(crate) max_run_ms: u64,
     /// Epoch length in milliseconds (short epochs rotate logs often).
     #[arg(long, default_value_t = 10)]
     epoch_ms: u64,
-    /// Checkpoint interval in milliseconds (silor, wal): short, so kills land
-    /// during checkpoints.
-    #[arg(long, default_value_t = 300)]
-    checkpoint_ms: u64,
-    /// Transactions per second per child thread (0: as fast as possible).
-    /// Each adds a history record, so this bounds the database's growth
-    /// over hundreds of iterations.
+    /// Checkpoint interval in milliseconds (silor, wal, hybridlog): short,
+    /// so kills land during checkpoints (default 300 for the engine, 50 for
+    /// hybridlog).
+    #[arg(long)]
+    checkpoint_ms: Option<u64>,
+    /// Transactions (hybridlog: increments) per second per child thread
+    /// (0: as fast as possible). Each adds a history record (hybridlog: to
+    /// the parent's check), so this bounds the growth over hundreds of
+    /// iterations.
     #[arg(long, default_value_t = 20_000)]
-    rate: u64,
+    pub(crate) rate: u64,
+    /// Counters the sessions increment (hybridlog only).
+    #[arg(long, default_value_t = 256)]
+    pub(crate) counters: u64,
+}
+
+impl CrashtestArgs {
+    /// Child threads (sessions), with the store's default.
+    pub(crate) fn threads(&self) -> u32 {
+        self.threads
+            .unwrap_or(if self.store == "hybridlog" { 3 } else { 2 })
+    }
+
+    /// The checkpoint interval in milliseconds, with the store's default.
+    pub(crate) fn checkpoint_ms(&self) -> u64 {
+        self.checkpoint_ms
+            .unwrap_or(if self.store == "hybridlog" { 50 } else { 300 })
+    }
 }
 
 /// Flags of the hidden child command.
@@ -93,16 +123,24 @@ fn config(mode: DurabilityKind, dirs: &[PathBuf], epoch_ms: u64, checkpoint_ms: 
 
 /// The parent.
 pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
-    if !args.durability.is_durable() {
+    if args.store == "hybridlog" {
+        if args.durability.is_some() {
+            return Err(
+                "--durability: not used with --store hybridlog (its durability is CPR checkpoints)"
+                    .into(),
+            );
+        }
+        return hybridlog::run(&args);
+    }
+    let durability = args.durability.unwrap_or(DurabilityKind::Silor);
+    if !durability.is_durable() {
         return Err(format!(
-            "--durability {}: crash tests need a durable mode (log, silor or wal)",
-            args.durability
+            "--durability {durability}: crash tests need a durable mode (log, silor or wal)"
         ));
     }
     let scratch;
     let dirs = if args.dir.is_empty() {
-        scratch =
-            tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))?;
+        scratch = scratch_dir()?;
         vec![scratch.path().to_path_buf()]
     } else {
         args.dir.clone()
@@ -122,6 +160,7 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
         let acks = run_child(
             &exe,
             &args,
+            durability,
             &dirs,
             child_seed,
             Duration::from_millis(run_ms),
@@ -134,10 +173,10 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
         killed_mid_checkpoint += u64::from(mid_checkpoint);
         let recovering = Instant::now();
         let db = Database::open(config(
-            args.durability,
+            durability,
             &dirs,
             args.epoch_ms,
-            args.checkpoint_ms,
+            args.checkpoint_ms(),
         ))
         .map_err(|e| format!("iteration {iteration}: recovery failed: {e}"))?;
         let recover_s = recovering.elapsed().as_secs_f64();
@@ -159,16 +198,19 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
             eprintln!("  violation: {violation}");
         }
     }
-    if args.durability == DurabilityKind::Silor {
+    if durability == DurabilityKind::Silor {
         eprintln!(
             "{killed_mid_checkpoint} of {} kills landed while a checkpoint was being written or cleaned up",
             args.iterations
         );
     }
-    println!(
-        "crashtest: {} iterations, {violations} violations",
-        args.iterations
-    );
+    finish(args.iterations, violations)
+}
+
+/// Prints the contract's last line, `crashtest: N iterations, V
+/// violations`, and fails if V > 0.
+pub(crate) fn finish(iterations: u32, violations: u64) -> Result<(), String> {
+    println!("crashtest: {iterations} iterations, {violations} violations");
     if violations > 0 {
         return Err(format!("{violations} violations"));
     }
@@ -208,6 +250,7 @@ fn checkpoint_in_flight(dirs: &[PathBuf]) -> bool {
 fn run_child(
     exe: &Path,
     args: &CrashtestArgs,
+    durability: DurabilityKind,
     dirs: &[PathBuf],
     seed: u64,
     kill_after: Duration,
@@ -215,15 +258,48 @@ fn run_child(
     let mut command = Command::new(exe);
     command
         .arg("crashtest-child")
-        .args(["--durability", args.durability.name()])
-        .args(["--threads", &args.threads.to_string()])
+        .args(["--durability", durability.name()])
+        .args(["--threads", &args.threads().to_string()])
         .args(["--seed", &seed.to_string()])
         .args(["--epoch-ms", &args.epoch_ms.to_string()])
-        .args(["--checkpoint-ms", &args.checkpoint_ms.to_string()])
+        .args(["--checkpoint-ms", &args.checkpoint_ms().to_string()])
         .args(["--rate", &args.rate.to_string()]);
     for dir in dirs {
         command.arg("--dir").arg(dir);
     }
+    let child = run_and_kill(command, kill_after, |_| false)?;
+    let mut acks = Vec::new();
+    for line in child.lines {
+        let mut parts = line.split_whitespace();
+        if parts.next() == Some("ack") {
+            let w = parts.next().and_then(|x| x.parse().ok());
+            let s = parts.next().and_then(|x| x.parse().ok());
+            if let (Some(w), Some(s)) = (w, s) {
+                acks.push((w, s));
+            }
+        }
+    }
+    Ok(acks)
+}
+
+/// A child that [`run_and_kill`] ran.
+pub(crate) struct KilledChild {
+    /// Every line it printed, `ready` excluded.
+    pub(crate) lines: Vec<String>,
+    /// How it ended: killed by the signal, or (`code()` is `Some`) it had
+    /// exited by itself before the kill.
+    pub(crate) status: std::process::ExitStatus,
+}
+
+/// Starts `command` with its stdout piped, waits for its `ready` line,
+/// then kills it with SIGKILL once `kill_after` has passed, or as soon as
+/// `kill_now` returns true for a line it printed, whichever comes first.
+/// Returns every line it printed before it died and its exit status.
+pub(crate) fn run_and_kill(
+    mut command: Command,
+    kill_after: Duration,
+    mut kill_now: impl FnMut(&str) -> bool + Send + 'static,
+) -> Result<KilledChild, String> {
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -231,43 +307,44 @@ fn run_child(
         .map_err(|e| format!("starting the child: {e}"))?;
     let stdout = child.stdout.take().expect("piped");
     let (ready_tx, ready_rx) = mpsc::channel();
+    let (kill_tx, kill_rx) = mpsc::channel();
     let reader = std::thread::spawn(move || {
-        let mut acks = Vec::new();
+        let mut lines = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            let mut parts = line.split_whitespace();
-            match parts.next() {
-                Some("ready") => {
-                    let _ = ready_tx.send(());
-                }
-                Some("ack") => {
-                    let w = parts.next().and_then(|x| x.parse().ok());
-                    let s = parts.next().and_then(|x| x.parse().ok());
-                    if let (Some(w), Some(s)) = (w, s) {
-                        acks.push((w, s));
-                    }
-                }
-                _ => {}
+            if line == "ready" {
+                let _ = ready_tx.send(());
+                continue;
             }
+            if kill_now(&line) {
+                let _ = kill_tx.send(());
+            }
+            lines.push(line);
         }
-        acks
+        lines
     });
     let ready = ready_rx.recv_timeout(Duration::from_secs(300)).is_ok();
     if ready {
-        std::thread::sleep(kill_after);
+        // Sleeps `kill_after` unless `kill_now` fires first.
+        let _ = kill_rx.recv_timeout(kill_after);
     }
     // SIGKILL: no destructor, no flush, no goodbye.
     let _ = child.kill();
     let status = child
         .wait()
         .map_err(|e| format!("waiting for the child: {e}"))?;
-    let acks = reader.join().map_err(|_| "the reader thread panicked")?;
+    let lines = reader.join().map_err(|_| "the reader thread panicked")?;
     if !ready {
         return Err(format!(
             "the child exited before it was ready ({status}); see its error above"
         ));
     }
-    Ok(acks)
+    Ok(KilledChild { lines, status })
+}
+
+/// A fresh temporary directory for a run without `--dir`.
+pub(crate) fn scratch_dir() -> Result<tempfile::TempDir, String> {
+    tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))
 }
 
 /// The child: recover, run the workload, print acknowledgements.

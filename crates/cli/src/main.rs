@@ -34,6 +34,9 @@ enum Command {
     /// The child process of `crashtest` (internal).
     #[command(hide = true)]
     CrashtestChild(crashtest::ChildArgs),
+    /// The child process of `crashtest --store hybridlog` (internal).
+    #[command(hide = true)]
+    CrashtestHybridlogChild(crashtest::HybridlogChildArgs),
     /// Recover a log, silor or wal database with every core and report the
     /// time, the bytes read and the throughput.
     Recover(recover::RecoverArgs),
@@ -51,6 +54,7 @@ fn main() {
         Command::Bench(command) => bench::run(command),
         Command::Crashtest(args) => crashtest::run(args),
         Command::CrashtestChild(args) => crashtest::child(args),
+        Command::CrashtestHybridlogChild(args) => crashtest::hybridlog_child(args),
         Command::Recover(args) => recover::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Serve(args) => serve::run(*args),

@@ -352,3 +352,102 @@ fn wal_json_has_one_run_per_implementation_threads_and_size() {
     assert!(!result.status.success());
     assert!(String::from_utf8_lossy(&result.stderr).contains("--impl"));
 }
+
+#[test]
+fn hybridlog_json_has_phases_checkpoints_and_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hl.json");
+    let plot = dir.path().join("hl.svg");
+    let result = epochdb(&[
+        "bench",
+        "hybridlog",
+        "--keys",
+        "20000",
+        "--duration",
+        "1.6",
+        "--threads",
+        "2",
+        "--mix",
+        "rmw",
+        "--checkpoint-at",
+        "0.5",
+        "--recover",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--json",
+        out.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let run = json(&out);
+    assert!(run["throughput_txn_s"].as_f64().unwrap() > 0.0);
+    for p in ["p50", "p99", "p999"] {
+        assert!(run["latency_us"][p].as_u64().is_some(), "latency_us.{p}");
+        assert!(run["latency_ns"][p].as_u64().unwrap() > 0, "latency_ns.{p}");
+    }
+    let series = run["series"].as_array().unwrap();
+    assert_eq!(series.len(), 3, "one entry per full 0.5 s window");
+    for field in [
+        "t_s",
+        "txn_s",
+        "p50_us",
+        "checkpointing",
+        "phase",
+        "log_bytes",
+    ] {
+        assert!(!series[0][field].is_null(), "series.{field}");
+    }
+    assert!(series.iter().any(|w| w["checkpointing"] == true));
+    let checkpoints = run["checkpoints"].as_array().unwrap();
+    assert_eq!(checkpoints.len(), 1);
+    let checkpoint = &checkpoints[0];
+    assert!(checkpoint["bytes"].as_u64().unwrap() > 0);
+    assert!(checkpoint["index_bytes"].as_u64().unwrap() > 0);
+    assert!(checkpoint["write_mb_s"].as_f64().unwrap() > 0.0);
+    assert!(checkpoint["ratio"].as_f64().unwrap() > 0.0);
+    let phases: Vec<&str> = checkpoint["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "index",
+            "prepare",
+            "in_progress",
+            "wait_pending",
+            "wait_flush"
+        ]
+    );
+    assert!(run["phase_seconds"]["wait_flush"].as_f64().is_some());
+    assert!(run["disk_write_mb_s"].as_f64().unwrap() > 0.0);
+    let recovery = &run["recovery"];
+    assert!(recovery["seconds"].as_f64().unwrap() > 0.0);
+    assert!(recovery["read_mb_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(recovery["version"], checkpoint["version"]);
+    assert_eq!(run["config"]["threads"], 2);
+    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+}
+
+#[test]
+fn hybridlog_refuses_what_the_crate_lacks() {
+    for (flag, value) in [("--checkpoint", "snapshot"), ("--shift", "coarse")] {
+        let result = epochdb(&["bench", "hybridlog", flag, value]);
+        assert!(!result.status.success());
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(
+            stderr.contains(flag) && stderr.contains("not available yet"),
+            "{stderr}"
+        );
+    }
+    let result = epochdb(&["bench", "hybridlog", "--mix", "60:30"]);
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("--mix"));
+}

@@ -4,26 +4,38 @@
 use std::process::Command;
 
 fn crashtest(mode: &str) {
-    let output = Command::new(env!("CARGO_BIN_EXE_epochdb"))
-        .args(["crashtest", "--durability", mode, "--iterations", "3"])
-        .args([
+    expect_clean_run(
+        &[
+            "--durability",
+            mode,
             "--max-run-ms",
             "400",
             "--checkpoint-ms",
             "100",
-            "--seed",
-            "7",
-        ])
+        ],
+        3,
+    );
+}
+
+/// Runs `epochdb crashtest` with `flags`, seed 7 and `iterations`, and
+/// checks that it succeeds with the contract's last line.
+fn expect_clean_run(flags: &[&str], iterations: u32) -> String {
+    let n = iterations.to_string();
+    let output = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .arg("crashtest")
+        .args(flags)
+        .args(["--iterations", &n, "--seed", "7"])
         .output()
         .expect("run epochdb");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("crashtest: 3 iterations, 0 violations"),
+        stdout.contains(&format!("crashtest: {n} iterations, 0 violations")),
         "{stdout}\n{stderr}"
     );
-    assert!(stderr.contains("iteration 3/3"), "{stderr}");
+    assert!(stderr.contains(&format!("iteration {n}/{n}")), "{stderr}");
+    stderr.into_owned()
 }
 
 #[test]
@@ -49,4 +61,26 @@ fn crashtest_refuses_the_none_mode() {
         .expect("run epochdb");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("durable mode"));
+}
+
+/// FASTER's sum-store on the hybridlog store with real SIGKILLs: a few
+/// iterations (half of them aimed at a CPR phase); the 200-iteration run is
+/// in BENCHMARKS.md.
+#[test]
+fn crashtest_hybridlog_sum_store() {
+    let stderr = expect_clean_run(&["--store", "hybridlog", "--max-run-ms", "400"], 4);
+    assert!(
+        stderr.contains("kills by the phase last reported"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn crashtest_hybridlog_refuses_a_durability_mode() {
+    let output = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .args(["crashtest", "--store", "hybridlog", "--durability", "log"])
+        .output()
+        .expect("run epochdb");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--durability"));
 }

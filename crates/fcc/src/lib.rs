@@ -131,6 +131,6 @@ pub use bench_recovery::{run_mmo_recovery, RecoveryConfig, RecoveryReport};
 pub use error::Error;
 pub use fcc::{Fcc, Released, STATE_WORDS_MAX};
 pub use io::{FsStorage, NullStorage, SimStorage, Storage, StorageFile};
-pub use memory::{anon_huge_page_bytes, HugePages};
+pub use memory::{anon_huge_page_bytes, evict_page_cache, HugePages};
 pub use recovery::{recover, Recovered};
 pub use shared::SharedStorage;

@@ -205,7 +205,7 @@ impl<T: Zeroable> Drop for Region<T> {
 /// `POSIX_FADV_DONTNEED`), so the next read of it comes from the disk: for
 /// measuring recovery from a cold cache without dropping every file's
 /// cache on the machine.
-pub(crate) fn evict_page_cache(file: &std::fs::File) -> std::io::Result<()> {
+pub fn evict_page_cache(file: &std::fs::File) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: the descriptor is open for the duration of the call; the
     // advice only drops clean cached pages.

@@ -407,6 +407,25 @@ impl<F: Functions> Store<F> {
         self.inner.system_state()
     }
 
+    /// Blocks until the global checkpoint state differs from `seen`, or
+    /// until `timeout` has passed, and returns the state then: lets a
+    /// monitor (a crash test, a benchmark) follow the phases without
+    /// polling. Every change of phase wakes it.
+    pub fn wait_state_change(&self, seen: SystemState, timeout: Duration) -> SystemState {
+        let inner = &*self.inner;
+        let deadline = Instant::now() + timeout;
+        let mut guard = inner.phase_lock.lock();
+        loop {
+            let now = inner.system_state();
+            if now != seen {
+                return now;
+            }
+            if inner.phase_cv.wait_until(&mut guard, deadline).timed_out() {
+                return inner.system_state();
+            }
+        }
+    }
+
     /// The log's addresses now.
     pub fn addresses(&self) -> LogAddresses {
         let log = &self.inner.log;
@@ -490,6 +509,7 @@ impl<F: Functions> Store<F> {
         let mut marks = [Instant::now(); 5];
         let prepare = rest.next();
         inner.state.store(prepare.pack(), SeqCst);
+        inner.notify_phase();
         let weak = inner.me.clone();
         inner.epochs.bump_with(move || advance(weak, prepare));
         // Wait for each phase, to time them; the transitions happen in

@@ -2,8 +2,10 @@
 //! of DESIGN.md's contract. Comparisons run back to back in one process
 //! with identical settings and report ratios.
 
+mod disk;
 mod fcc;
 mod fcc_plot;
+mod hybridlog;
 mod null_device;
 mod plot;
 mod report;
@@ -37,6 +39,10 @@ pub(crate) enum BenchCommand {
     /// commit per transaction; GRASSHOPPER, mutex and bitmap scan side by
     /// side over threads, record sizes and I/O units.
     Wal(wal::WalArgs),
+    /// YCSB on the hybridlog store with CPR checkpoints (cpr-sigmod19 §7):
+    /// throughput and log size over time with the CPR phases, latency per
+    /// phase, checkpoint write speed and recovery speed against the disk.
+    Hybridlog(Box<hybridlog::HybridlogArgs>),
 }
 
 /// Settings every engine benchmark shares.
@@ -149,6 +155,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
         }
         BenchCommand::Fcc(args) => fcc::run(*args),
         BenchCommand::Wal(args) => wal::run(args),
+        BenchCommand::Hybridlog(args) => hybridlog::run(*args),
         BenchCommand::Tpcc(args) => {
             let warehouses = args.warehouses.unwrap_or(args.common.threads as u32);
             let config = if args.small {
@@ -161,6 +168,21 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
                 .map_err(|e| format!("--warehouses: {e}"))?;
             let make = || -> Box<dyn Workload> { Box::new(Tpcc::new(config.clone())) };
             run_modes(&args.common, &make, "TPC-C")
+        }
+    }
+}
+
+/// The directory a run writes under: `dir`, or a fresh temporary one
+/// (returned too, so that it lives as long as the run and is removed after).
+pub(crate) fn run_root(
+    dir: Option<&PathBuf>,
+) -> Result<(Option<tempfile::TempDir>, PathBuf), String> {
+    match dir {
+        Some(dir) => Ok((None, dir.clone())),
+        None => {
+            let scratch = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+            let root = scratch.path().to_path_buf();
+            Ok((Some(scratch), root))
         }
     }
 }

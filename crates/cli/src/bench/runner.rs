@@ -46,7 +46,8 @@ pub(crate) struct RunSpec {
     pub(crate) check: bool,
 }
 
-fn new_histogram() -> Histogram<u64> {
+/// An empty latency histogram (1 µs to 60 s, 3 significant figures).
+pub(crate) fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_MAX_US, 3).expect("valid histogram bounds")
 }
 
@@ -225,13 +226,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             last = (now, commits);
         }
         stop.store(true, Ordering::Relaxed);
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| "a benchmark thread panicked".to_string())?
-            })
-            .collect()
+        join_all(handles)
     })?;
     let elapsed = spec.duration.as_secs_f64();
     if spec.check {
@@ -322,6 +317,20 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             workload: workload.settings().into_iter().collect(),
         },
     })
+}
+
+/// Joins benchmark threads, collecting their results; the first error
+/// (or panic) wins.
+pub(crate) fn join_all<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T, String>>>,
+) -> Result<Vec<T>, String> {
+    handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .map_err(|_| "a benchmark thread panicked".to_string())?
+        })
+        .collect()
 }
 
 /// `1234567.0` → `1.23 M`.

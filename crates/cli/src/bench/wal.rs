@@ -20,6 +20,7 @@ use epochdb_wal::{LogKind, Wal, WalOptions};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::disk::measure_write as measure_disk;
 use super::null_device::NullDevice;
 use super::report::write_json;
 use super::wal_plot::{draw_cdf, Curve};
@@ -147,14 +148,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
             );
         }
     }
-    let scratch;
-    let root = match &args.dir {
-        Some(dir) => dir.clone(),
-        None => {
-            scratch = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
-            scratch.path().to_path_buf()
-        }
-    };
+    let (_scratch, root) = super::run_root(args.dir.as_ref())?;
     std::fs::create_dir_all(&root).map_err(|e| format!("creating {}: {e}", root.display()))?;
     let null_device = args.device == "null";
     let disk_write_mb_s = if null_device {
@@ -273,27 +267,6 @@ fn cdf(latency: &Histogram<u64>) -> Vec<(f64, f64)> {
         .into_iter()
         .map(|q| (latency.value_at_quantile(q).max(1) as f64, q))
         .collect()
-}
-
-/// The disk's sequential write bandwidth: 64 MiB in 512 KiB writes, then
-/// fsync, in MB/s.
-fn measure_disk(root: &Path) -> Result<f64, String> {
-    use std::io::Write;
-    let path = root.join("disk-probe");
-    let chunk = vec![0xa5u8; 512 << 10];
-    let started = Instant::now();
-    let mut file =
-        std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-    for _ in 0..128 {
-        file.write_all(&chunk)
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
-    file.sync_all()
-        .map_err(|e| format!("syncing {}: {e}", path.display()))?;
-    let seconds = started.elapsed().as_secs_f64();
-    drop(file);
-    let _ = std::fs::remove_file(&path);
-    Ok((128 * chunk.len()) as f64 / 1e6 / seconds)
 }
 
 fn one_run(

@@ -1,0 +1,1160 @@
+//! `epochdb bench hybridlog`: YCSB on the hybridlog store with CPR
+//! checkpoints (cpr-sigmod19 §7, Figures 11–14; issue 7 item 7).
+//!
+//! 8-byte keys, values of `--value-size` bytes, uniform or Zipf keys, a
+//! read:blind-update mix or all read-modify-writes, one session per
+//! thread. Checkpoints run at the times `--checkpoint-at` names (seconds
+//! into the measured run), each timed phase by phase. The run reports
+//! throughput and log size every 0.5 s with the phase of each window,
+//! operation latency per window and per CPR phase (sampled), checkpoint
+//! bytes and write speed against the disk's measured sequential write
+//! speed, the throughput during each checkpoint as a fraction of the rest
+//! and how soon it is back to 95%, and (`--recover`) recovery time and
+//! read speed from a cold page cache against the disk's cold read speed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use crossbeam_utils::CachePadded;
+use epochdb_hybridlog::{
+    CheckpointInfo, Config, Functions, Phase, RealStorage, Status, Store, Value,
+};
+use epochdb_workloads::{KeyChooser, Zipf};
+use hdrhistogram::Histogram;
+use plotters::prelude::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use super::disk::{evict_dir, measure_write_read};
+use super::plot::{time_panel, Line, Shade, COLORS};
+use super::report::{write_json, Latency};
+use super::runner::{format_count, join_all, LATENCY_SAMPLE_EVERY, WINDOW};
+
+/// `bench hybridlog` flags.
+#[derive(Debug, Args)]
+pub(crate) struct HybridlogArgs {
+    /// Keys loaded (8-byte keys 0..N).
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Value size in bytes (the paper: 8 and 100; at least 8).
+    #[arg(long, default_value_t = 8)]
+    value_size: usize,
+    /// `R:U`, percent reads : percent blind updates (100:0, 90:10, 50:50,
+    /// 0:100), or `rmw` (every operation a read-modify-write that adds to
+    /// the value's first word).
+    #[arg(long, default_value = "50:50")]
+    mix: String,
+    /// Key distribution.
+    #[arg(long, default_value = "uniform", value_parser = ["uniform", "zipf"])]
+    dist: String,
+    /// Zipf skew θ.
+    #[arg(long, default_value_t = 0.99)]
+    theta: f64,
+    /// Threads, one session each.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Seconds to measure (after loading).
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Memory for the log's page frames in MiB (default: four times the
+    /// loaded records, at least 16); less than the data puts part of it on
+    /// disk.
+    #[arg(long)]
+    memory_mb: Option<u64>,
+    /// Checkpoint kind: `foldover` (the log is the checkpoint) or
+    /// `snapshot` (not available yet).
+    #[arg(long, default_value = "foldover", value_parser = ["foldover", "snapshot"])]
+    checkpoint: String,
+    /// Take a checkpoint at these times, in seconds into the measured run
+    /// (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    checkpoint_at: Vec<f64>,
+    /// Checkpoints write only the log (Appendix D): one index checkpoint is
+    /// taken after loading, before the measured run.
+    #[arg(long)]
+    log_only: bool,
+    /// The CPR shift: `fine` (bucket latches, Appendix B) or `coarse` (not
+    /// available yet).
+    #[arg(long, default_value = "fine", value_parser = ["fine", "coarse"])]
+    shift: String,
+    /// After the run, drop the store, evict its files from the page cache
+    /// and recover it, timing the recovery.
+    #[arg(long)]
+    recover: bool,
+    /// Directory for the store (it uses a fresh `hybridlog` subdirectory);
+    /// default: a fresh temporary directory.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Draw throughput, log size and p99 latency over time, CPR phases
+    /// shaded, as SVG here.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+/// RMW for values of any size of at least 8 bytes: adds the input to the
+/// first word (AddU64 on the first 8 bytes, the rest kept).
+#[derive(Debug, Clone, Copy)]
+struct AddFirstWord {
+    value_size: usize,
+}
+
+impl Functions for AddFirstWord {
+    type Input = u64;
+
+    fn initial_len(&self, _input: &u64) -> usize {
+        self.value_size
+    }
+
+    fn initial(&self, input: &u64, value: &mut [u8]) {
+        value[..8].copy_from_slice(&input.to_le_bytes());
+    }
+
+    fn in_place(&self, value: &Value<'_>, input: &u64) -> bool {
+        if value.len() < 8 {
+            return false;
+        }
+        value.word(0).fetch_add(*input, Ordering::Relaxed);
+        true
+    }
+
+    fn copy_len(&self, old: &[u8], _input: &u64) -> usize {
+        old.len().max(8)
+    }
+
+    fn copy(&self, old: &[u8], input: &u64, value: &mut [u8]) {
+        value[..old.len()].copy_from_slice(old);
+        let first = old
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes);
+        value[..8].copy_from_slice(&first.wrapping_add(*input).to_le_bytes());
+    }
+}
+
+/// The operation mix.
+#[derive(Debug, Clone, Copy)]
+struct Mix {
+    read_percent: u32,
+    rmw: bool,
+}
+
+fn parse_mix(text: &str) -> Result<Mix, String> {
+    if text == "rmw" {
+        return Ok(Mix {
+            read_percent: 0,
+            rmw: true,
+        });
+    }
+    let bad = || format!("--mix {text}: expected R:U with R + U = 100 (e.g. 90:10), or rmw");
+    let (r, u) = text.split_once(':').ok_or_else(bad)?;
+    let r: u32 = r.parse().map_err(|_| bad())?;
+    let u: u32 = u.parse().map_err(|_| bad())?;
+    if r + u != 100 {
+        return Err(bad());
+    }
+    Ok(Mix {
+        read_percent: r,
+        rmw: false,
+    })
+}
+
+/// CPR phases as reported: `index` is the fuzzy index checkpoint, written
+/// in REST before PREPARE.
+const PHASES: [&str; 6] = [
+    "rest",
+    "index",
+    "prepare",
+    "in_progress",
+    "wait_pending",
+    "wait_flush",
+];
+
+/// Shading colours of the phases after `rest` (Figures 11, 12, 14).
+const PHASE_COLORS: [RGBColor; 5] = [
+    RGBColor(160, 160, 160),
+    RGBColor(255, 215, 0),
+    RGBColor(255, 140, 0),
+    RGBColor(220, 20, 60),
+    RGBColor(100, 149, 237),
+];
+
+fn session_phase(phase: Phase) -> usize {
+    match phase {
+        Phase::Rest => 0,
+        Phase::Prepare => 2,
+        Phase::InProgress => 3,
+        Phase::WaitPending => 4,
+        Phase::WaitFlush => 5,
+    }
+}
+
+/// The disk probe: large enough to get past the device's write cache.
+const PROBE_MIB: usize = 256;
+/// Longest latency the histograms hold (60 s, in ns): operations take
+/// well under a microsecond.
+const LATENCY_MAX_NS: u64 = 60_000_000_000;
+
+/// An empty latency histogram in nanoseconds.
+fn ns_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3).expect("valid histogram bounds")
+}
+
+/// Percentiles of a nanosecond histogram, in microseconds (rounded up).
+fn micros(latency: &Latency) -> Latency {
+    let us = |ns: u64| ns.div_ceil(1000);
+    Latency {
+        p50: us(latency.p50),
+        p99: us(latency.p99),
+        p999: us(latency.p999),
+        max: us(latency.max),
+    }
+}
+
+/// Fine samples of the run (every 10 ms).
+const SAMPLE: Duration = Duration::from_millis(10);
+/// Width of the windows the dip and the return to 95% are judged on.
+const FINE_WINDOW_S: f64 = 0.1;
+
+#[derive(Serialize, Clone)]
+struct PhaseSpan {
+    phase: &'static str,
+    from_s: f64,
+    to_s: f64,
+}
+
+#[derive(Serialize)]
+struct CheckpointReport {
+    version: u32,
+    with_index: bool,
+    start_s: f64,
+    end_s: f64,
+    phases: Vec<PhaseSpan>,
+    bytes: u64,
+    /// Of `bytes`, the index checkpoint file (0 for a log-only one).
+    index_bytes: u64,
+    /// The index file over the index phase.
+    index_write_mb_s: f64,
+    /// The rest of `bytes` (log flushed for the fold-over) over WAIT_FLUSH.
+    log_write_mb_s: f64,
+    /// Bytes over the time spent writing: the index phase and WAIT_FLUSH.
+    write_mb_s: f64,
+    /// `write_mb_s` over the disk's measured sequential write speed.
+    write_fraction_of_disk: f64,
+    during_txn_s: f64,
+    rest_txn_s: f64,
+    /// `during_txn_s / rest_txn_s` (target ≥ 0.8).
+    ratio: f64,
+    /// Seconds after the end until a 0.1 s window reaches 95% of the rest
+    /// throughput (target ≤ 1); `None` if the run ended first.
+    back_to_95_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct WindowReport {
+    t_s: f64,
+    txn_s: f64,
+    p50_us: u64,
+    p50_ns: u64,
+    p99_ns: u64,
+    checkpointing: bool,
+    phase: &'static str,
+    log_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct FineReport {
+    t_s: f64,
+    txn_s: f64,
+    phase: &'static str,
+}
+
+#[derive(Serialize)]
+struct PhaseLatency {
+    phase: &'static str,
+    samples: u64,
+    latency_ns: Latency,
+}
+
+#[derive(Serialize)]
+struct RecoveryReport {
+    seconds: f64,
+    version: u32,
+    log_bytes: u64,
+    index_bytes: u64,
+    read_mb_s: f64,
+    read_fraction_of_disk: f64,
+}
+
+#[derive(Serialize)]
+struct RunConfig {
+    store: &'static str,
+    keys: u64,
+    value_size: usize,
+    mix: String,
+    dist: String,
+    theta: f64,
+    threads: usize,
+    duration_s: f64,
+    memory_mb: u64,
+    data_mb: f64,
+    page_bytes: u64,
+    index_buckets: usize,
+    checkpoint: String,
+    checkpoint_at: Vec<f64>,
+    log_only: bool,
+    shift: String,
+    seed: u64,
+    latency_sample_every: u64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    throughput_txn_s: f64,
+    operations: u64,
+    abort_rate: f64,
+    latency_us: Latency,
+    latency_ns: Latency,
+    latency_by_phase: Vec<PhaseLatency>,
+    series: Vec<WindowReport>,
+    fine_series: Vec<FineReport>,
+    checkpoints: Vec<CheckpointReport>,
+    phase_seconds: HashMap<&'static str, f64>,
+    log_bytes: u64,
+    load_seconds: f64,
+    disk_write_mb_s: Option<f64>,
+    disk_read_mb_s: Option<f64>,
+    recovery: Option<RecoveryReport>,
+    config: RunConfig,
+}
+
+/// One checkpoint as the checkpoint thread saw it.
+struct Taken {
+    start: Instant,
+    end: Instant,
+    info: CheckpointInfo,
+    index_bytes: u64,
+}
+
+impl Taken {
+    /// The phase spans, in seconds from `t0`.
+    fn spans(&self, t0: Instant) -> Vec<PhaseSpan> {
+        let mut at = (self.start - t0).as_secs_f64();
+        let mut spans = Vec::new();
+        let durations = std::iter::once(self.info.index_time).chain(self.info.phase_times);
+        for (i, d) in durations.enumerate() {
+            let to = at + d.as_secs_f64();
+            if i > 0 || self.info.with_index {
+                spans.push(PhaseSpan {
+                    phase: PHASES[i + 1],
+                    from_s: at,
+                    to_s: to,
+                });
+            }
+            at = to;
+        }
+        spans
+    }
+}
+
+struct ThreadResult {
+    ops: u64,
+    latency: Histogram<u64>,
+    by_phase: Vec<Histogram<u64>>,
+    windows: Vec<(u64, Histogram<u64>)>,
+}
+
+pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
+    if args.checkpoint == "snapshot" {
+        return Err("--checkpoint snapshot: not available yet (only foldover)".into());
+    }
+    if args.shift == "coarse" {
+        return Err("--shift coarse: not available yet (only fine)".into());
+    }
+    let mix = parse_mix(&args.mix)?;
+    if args.keys == 0 || args.threads == 0 {
+        return Err("--keys and --threads must be at least 1".into());
+    }
+    if args.value_size < 8 {
+        return Err("--value-size must be at least 8".into());
+    }
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        return Err("--duration must be positive".into());
+    }
+    if args.dist == "zipf" && !(args.theta > 0.0 && args.theta != 1.0) {
+        return Err("--theta must be positive and not 1".into());
+    }
+    if let Some(&bad) = args
+        .checkpoint_at
+        .iter()
+        .find(|t| !(t.is_finite() && **t >= 0.0 && **t < args.duration))
+    {
+        return Err(format!("--checkpoint-at {bad}: must be in [0, --duration)"));
+    }
+    if args.recover && args.checkpoint_at.is_empty() && !args.log_only {
+        return Err("--recover needs a checkpoint (--checkpoint-at or --log-only)".into());
+    }
+    let record_bytes = 16 + 8 + args.value_size.div_ceil(8) as u64 * 8;
+    let data_bytes = args.keys * record_bytes;
+    let memory_mb = args
+        .memory_mb
+        .unwrap_or_else(|| (4 * data_bytes).div_ceil(1 << 20).max(16));
+    let page_bits = 20;
+    if memory_mb < 4 {
+        return Err("--memory-mb must be at least 4 (four 1 MiB pages)".into());
+    }
+    let config = Config {
+        index_buckets: config_buckets(args.keys),
+        page_bits,
+        memory_bytes: memory_mb << 20,
+        mutable_fraction: 0.9,
+        max_sessions: args.threads + 8,
+    };
+    let (_scratch, root) = super::run_root(args.dir.as_ref())?;
+    let dir = root.join("hybridlog");
+    if dir.exists() {
+        return Err(format!(
+            "--dir {}: {} exists from an earlier run; remove it or choose another --dir",
+            root.display(),
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(&root).map_err(|e| format!("creating {}: {e}", root.display()))?;
+    let (disk_write, disk_read) = if args.checkpoint_at.is_empty() && !args.recover {
+        (None, None)
+    } else {
+        let (w, r) = measure_write_read(&root, PROBE_MIB)?;
+        eprintln!(
+            "[hybridlog] disk: sequential write with fsync {w:.0} MB/s, cold read {r:.0} MB/s"
+        );
+        (Some(w), Some(r))
+    };
+    let functions = AddFirstWord {
+        value_size: args.value_size,
+    };
+    let store = Store::open(
+        Arc::new(RealStorage::new()),
+        &dir,
+        config.clone(),
+        functions,
+    )
+    .map_err(|e| format!("opening the store: {e}"))?;
+
+    let load_start = Instant::now();
+    load(&store, args.keys, args.value_size, args.threads)?;
+    let load_seconds = load_start.elapsed().as_secs_f64();
+    eprintln!(
+        "[hybridlog] loaded {} keys of {} B values ({:.1} MB of records, {} MiB of frames) in {load_seconds:.1} s",
+        args.keys,
+        args.value_size,
+        data_bytes as f64 / 1e6,
+        memory_mb
+    );
+    if args.log_only {
+        let info = store
+            .checkpoint(true)
+            .map_err(|e| format!("the initial index checkpoint: {e}"))?;
+        eprintln!(
+            "[hybridlog] initial index checkpoint (version {}): {:.1} MB",
+            info.version,
+            info.bytes as f64 / 1e6
+        );
+    }
+
+    let chooser = if args.dist == "zipf" {
+        KeyChooser::ScrambledZipf(Zipf::new(args.keys, args.theta))
+    } else {
+        KeyChooser::Uniform { n: args.keys }
+    };
+    let duration = Duration::from_secs_f64(args.duration);
+    let windows = (duration.as_nanos() / WINDOW.as_nanos()) as usize + 2;
+    let counters: Vec<CachePadded<AtomicU64>> = (0..args.threads)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
+    let stop = AtomicBool::new(false);
+    let barrier = Barrier::new(args.threads + 2);
+    let taken: Mutex<Vec<Taken>> = Mutex::new(Vec::new());
+    let checkpoint_error: Mutex<Option<String>> = Mutex::new(None);
+    let mut at = args.checkpoint_at.clone();
+    at.sort_by(f64::total_cmp);
+    // (t, operations, log bytes) every 10 ms.
+    let mut samples: Vec<(f64, u64, u64)> = Vec::new();
+    let mut t0 = Instant::now();
+
+    let results = std::thread::scope(|scope| -> Result<Vec<ThreadResult>, String> {
+        let mut handles = Vec::new();
+        for thread in 0..args.threads {
+            let (store, chooser, counters, stop, barrier) =
+                (&store, &chooser, &counters, &stop, &barrier);
+            let seed = args
+                .seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add(thread as u64);
+            let value_size = args.value_size;
+            handles.push(scope.spawn(move || {
+                worker(
+                    store,
+                    chooser,
+                    mix,
+                    seed,
+                    value_size,
+                    windows,
+                    &counters[thread],
+                    stop,
+                    barrier,
+                )
+            }));
+        }
+        let checkpointer = {
+            let (store, stop, barrier, taken, checkpoint_error, at, dir) = (
+                &store,
+                &stop,
+                &barrier,
+                &taken,
+                &checkpoint_error,
+                &at,
+                &dir,
+            );
+            let with_index = !args.log_only;
+            scope.spawn(move || {
+                barrier.wait();
+                let start = Instant::now();
+                for &t in at {
+                    let due = start + Duration::from_secs_f64(t);
+                    while Instant::now() < due {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        std::thread::sleep((due - Instant::now()).min(Duration::from_millis(5)));
+                    }
+                    let begun = Instant::now();
+                    match store.checkpoint(with_index) {
+                        Ok(info) => {
+                            let end = Instant::now();
+                            let index_bytes = if info.with_index {
+                                index_file_bytes(dir)
+                            } else {
+                                0
+                            };
+                            taken.lock().expect("not poisoned").push(Taken {
+                                start: begun,
+                                end,
+                                info,
+                                index_bytes,
+                            });
+                        }
+                        Err(e) => {
+                            *checkpoint_error.lock().expect("not poisoned") =
+                                Some(format!("checkpoint at {t} s: {e}"));
+                            return;
+                        }
+                    }
+                }
+            })
+        };
+        barrier.wait();
+        t0 = Instant::now();
+        let mut next_report = t0 + Duration::from_secs(1);
+        let mut last = (t0, 0u64);
+        let total = || -> u64 { counters.iter().map(|c| c.load(Ordering::Relaxed)).sum() };
+        while t0.elapsed() < duration {
+            std::thread::sleep(SAMPLE);
+            let now = Instant::now();
+            let ops = total();
+            let addresses = store.addresses();
+            samples.push((
+                (now - t0).as_secs_f64(),
+                ops,
+                addresses.tail - addresses.begin,
+            ));
+            if now >= next_report {
+                let rate = (ops - last.1) as f64 / (now - last.0).as_secs_f64();
+                let state = store.system_state();
+                eprintln!(
+                    "[hybridlog] {:5.1} s  {:>10} ops/s  log {:>8.1} MB  {:?} v{}",
+                    (now - t0).as_secs_f64(),
+                    format_count(rate),
+                    (addresses.tail - addresses.begin) as f64 / 1e6,
+                    state.phase,
+                    state.version
+                );
+                last = (now, ops);
+                next_report += Duration::from_secs(1);
+            }
+        }
+        // A checkpoint still running needs the sessions: stop them after it.
+        let _ = checkpointer.join();
+        stop.store(true, Ordering::Relaxed);
+        join_all(handles)
+    })?;
+    if let Some(error) = checkpoint_error.into_inner().expect("not poisoned") {
+        return Err(error);
+    }
+    let taken = taken.into_inner().expect("not poisoned");
+    let log_bytes = {
+        let a = store.addresses();
+        a.tail - a.begin
+    };
+
+    // Merge the threads' results.
+    let mut latency = ns_histogram();
+    let mut by_phase: Vec<Histogram<u64>> = (0..PHASES.len()).map(|_| ns_histogram()).collect();
+    let mut merged: Vec<(u64, Histogram<u64>)> =
+        (0..windows).map(|_| (0, ns_histogram())).collect();
+    let mut ops = 0;
+    for r in &results {
+        ops += r.ops;
+        latency.add(&r.latency).expect("same bounds");
+        for (into, from) in by_phase.iter_mut().zip(&r.by_phase) {
+            into.add(from).expect("same bounds");
+        }
+        for (into, from) in merged.iter_mut().zip(&r.windows) {
+            into.0 += from.0;
+            into.1.add(&from.1).expect("same bounds");
+        }
+    }
+    // The run's throughput counts what the 10 ms samples saw by the end of
+    // `--duration`: a checkpoint still running then keeps the workers going
+    // a little longer (they stop after it), and those operations are left
+    // out.
+    let (measured_s, measured_ops) = samples.last().map_or((args.duration, ops), |s| (s.0, s.1));
+    let spans: Vec<PhaseSpan> = taken.iter().flat_map(|c| c.spans(t0)).collect();
+    let phase_at = |from: f64, to: f64| -> &'static str {
+        // The phase covering most of [from, to), or rest.
+        let mut best = ("rest", 0.0f64);
+        for span in &spans {
+            let overlap = span.to_s.min(to) - span.from_s.max(from);
+            if overlap > best.1 {
+                best = (span.phase, overlap);
+            }
+        }
+        best.0
+    };
+    let width = WINDOW.as_secs_f64();
+    let full_windows = (duration.as_nanos() / WINDOW.as_nanos()) as usize;
+    let log_at = |t: f64| -> u64 {
+        samples
+            .iter()
+            .take_while(|s| s.0 <= t + 1e-9)
+            .last()
+            .map_or(0, |s| s.2)
+    };
+    let series: Vec<WindowReport> = merged
+        .iter()
+        .take(full_windows)
+        .enumerate()
+        .map(|(i, (count, hist))| {
+            let (from, to) = (i as f64 * width, (i + 1) as f64 * width);
+            WindowReport {
+                t_s: to,
+                txn_s: *count as f64 / width,
+                p50_us: hist.value_at_quantile(0.5).div_ceil(1000),
+                p50_ns: hist.value_at_quantile(0.5),
+                p99_ns: hist.value_at_quantile(0.99),
+                checkpointing: taken.iter().any(|c| {
+                    (c.start - t0).as_secs_f64() < to && (c.end - t0).as_secs_f64() > from
+                }),
+                phase: phase_at(from, to),
+                log_bytes: log_at(to),
+            }
+        })
+        .collect();
+    // Operations at time t, interpolated between the 10 ms samples.
+    let ops_at = |t: f64| -> f64 {
+        let i = samples.partition_point(|s| s.0 < t);
+        match (i.checked_sub(1).map(|j| samples[j]), samples.get(i)) {
+            (Some(a), Some(b)) if b.0 > a.0 => {
+                a.1 as f64 + (b.1 - a.1) as f64 * (t - a.0) / (b.0 - a.0)
+            }
+            (_, Some(b)) => b.1 as f64 * (t / b.0.max(1e-9)).min(1.0),
+            (Some(a), None) => a.1 as f64,
+            (None, None) => 0.0,
+        }
+    };
+    let rate = |from: f64, to: f64| (ops_at(to) - ops_at(from)) / (to - from).max(1e-9);
+    let end_s = samples.last().map_or(0.0, |s| s.0);
+    let fine_series: Vec<FineReport> = (1..)
+        .map(|i| f64::from(i) * FINE_WINDOW_S)
+        .take_while(|t| *t <= end_s + 1e-9)
+        .map(|t| FineReport {
+            t_s: t,
+            txn_s: rate(t - FINE_WINDOW_S, t),
+            phase: phase_at(t - FINE_WINDOW_S, t),
+        })
+        .collect();
+    // The rest throughput: every time outside a checkpoint and the second
+    // after it.
+    let intervals: Vec<(f64, f64)> = taken
+        .iter()
+        .map(|c| ((c.start - t0).as_secs_f64(), (c.end - t0).as_secs_f64()))
+        .collect();
+    let (mut rest_ops, mut rest_s) = (0.0, 0.0);
+    for pair in samples.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        if !intervals.iter().any(|(s, e)| b.0 > *s && a.0 < e + 1.0) {
+            rest_ops += (b.1 - a.1) as f64;
+            rest_s += b.0 - a.0;
+        }
+    }
+    let rest_txn_s = if rest_s > 0.0 { rest_ops / rest_s } else { 0.0 };
+    let checkpoints: Vec<CheckpointReport> = taken
+        .iter()
+        .map(|c| {
+            let (start_s, end_s_ckpt) = ((c.start - t0).as_secs_f64(), (c.end - t0).as_secs_f64());
+            let writing = c.info.index_time + c.info.phase_times[3];
+            let mb_s = |bytes: u64, d: Duration| bytes as f64 / 1e6 / d.as_secs_f64().max(1e-9);
+            let write_mb_s = mb_s(c.info.bytes, writing);
+            let index_bytes = c.index_bytes.min(c.info.bytes);
+            let during = rate(start_s, end_s_ckpt);
+            let back = fine_series
+                .iter()
+                .filter(|w| w.t_s - FINE_WINDOW_S >= end_s_ckpt - 1e-9)
+                .find(|w| w.txn_s >= 0.95 * rest_txn_s)
+                .map(|w| (w.t_s - FINE_WINDOW_S - end_s_ckpt).max(0.0));
+            CheckpointReport {
+                version: c.info.version,
+                with_index: c.info.with_index,
+                start_s,
+                end_s: end_s_ckpt,
+                phases: c.spans(t0),
+                bytes: c.info.bytes,
+                index_bytes,
+                index_write_mb_s: if c.info.with_index {
+                    mb_s(index_bytes, c.info.index_time)
+                } else {
+                    0.0
+                },
+                log_write_mb_s: mb_s(c.info.bytes - index_bytes, c.info.phase_times[3]),
+                write_mb_s,
+                write_fraction_of_disk: disk_write.map_or(0.0, |d| write_mb_s / d),
+                during_txn_s: during,
+                rest_txn_s,
+                ratio: during / rest_txn_s.max(1e-9),
+                back_to_95_s: back,
+            }
+        })
+        .collect();
+    let mut phase_seconds: HashMap<&'static str, f64> = HashMap::new();
+    for span in &spans {
+        *phase_seconds.entry(span.phase).or_insert(0.0) += span.to_s - span.from_s;
+    }
+
+    let recovery = if args.recover {
+        drop(store);
+        evict_dir(&dir)?;
+        let recovered = Store::open(Arc::new(RealStorage::new()), &dir, config, functions)
+            .map_err(|e| format!("recovering: {e}"))?;
+        let info = recovered
+            .recovered()
+            .cloned()
+            .ok_or("recovering: no checkpoint found")?;
+        drop(recovered);
+        let seconds = info.elapsed.as_secs_f64();
+        let read_mb_s = (info.log_bytes + info.index_bytes) as f64 / 1e6 / seconds.max(1e-9);
+        Some(RecoveryReport {
+            seconds,
+            version: info.version,
+            log_bytes: info.log_bytes,
+            index_bytes: info.index_bytes,
+            read_mb_s,
+            read_fraction_of_disk: disk_read.map_or(0.0, |d| read_mb_s / d),
+        })
+    } else {
+        drop(store);
+        None
+    };
+
+    let report = Report {
+        throughput_txn_s: measured_ops as f64 / measured_s.max(1e-9),
+        operations: measured_ops,
+        abort_rate: 0.0,
+        latency_us: micros(&Latency::from_histogram(&latency)),
+        latency_ns: Latency::from_histogram(&latency),
+        latency_by_phase: PHASES
+            .iter()
+            .zip(&by_phase)
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(phase, h)| PhaseLatency {
+                phase,
+                samples: h.len(),
+                latency_ns: Latency::from_histogram(h),
+            })
+            .collect(),
+        series,
+        fine_series,
+        checkpoints,
+        phase_seconds,
+        log_bytes,
+        load_seconds,
+        disk_write_mb_s: disk_write,
+        disk_read_mb_s: disk_read,
+        recovery,
+        config: RunConfig {
+            store: "hybridlog",
+            keys: args.keys,
+            value_size: args.value_size,
+            mix: args.mix.clone(),
+            dist: args.dist.clone(),
+            theta: args.theta,
+            threads: args.threads,
+            duration_s: args.duration,
+            memory_mb,
+            data_mb: data_bytes as f64 / 1e6,
+            page_bytes: 1 << page_bits,
+            index_buckets: config_buckets(args.keys),
+            checkpoint: args.checkpoint.clone(),
+            checkpoint_at: at,
+            log_only: args.log_only,
+            shift: args.shift.clone(),
+            seed: args.seed,
+            latency_sample_every: LATENCY_SAMPLE_EVERY,
+        },
+    };
+    print_summary(&report);
+    if let Some(path) = &args.plot {
+        draw(path, &report, &spans)?;
+        eprintln!("plot written to {}", path.display());
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+        eprintln!("results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// The size of the index checkpoint file in `dir` (after a checkpoint
+/// commits, older ones are removed), or 0.
+fn index_file_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("index-") && name.ends_with(".dat")
+        })
+        .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Primary buckets: two keys per bucket of seven entries.
+fn config_buckets(keys: u64) -> usize {
+    (keys as usize / 2).next_power_of_two().max(1024)
+}
+
+/// Loads keys `0..keys` with `threads` sessions, each a stripe.
+fn load(
+    store: &Store<AddFirstWord>,
+    keys: u64,
+    value_size: usize,
+    threads: usize,
+) -> Result<(), String> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads as u64)
+            .map(|t| {
+                scope.spawn(move || -> Result<(), String> {
+                    let mut session = store.start_session().map_err(|e| e.to_string())?;
+                    let mut value = vec![0u8; value_size];
+                    let mut key = t;
+                    while key < keys {
+                        value[..8].copy_from_slice(&key.to_le_bytes());
+                        session
+                            .upsert(&key.to_le_bytes(), &value)
+                            .map_err(|e| e.to_string())?;
+                        key += threads as u64;
+                    }
+                    session.complete_pending(true).map_err(|e| e.to_string())?;
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().map_err(|_| "a load thread panicked".to_string())?)
+    })
+}
+
+/// One session's run: batches of 64 operations between clock checks.
+#[allow(clippy::too_many_arguments)]
+fn worker(
+    store: &Store<AddFirstWord>,
+    chooser: &KeyChooser,
+    mix: Mix,
+    seed: u64,
+    value_size: usize,
+    windows: usize,
+    counter: &AtomicU64,
+    stop: &AtomicBool,
+    barrier: &Barrier,
+) -> Result<ThreadResult, String> {
+    const BATCH: u64 = 64;
+    let mut session = store.start_session().map_err(|e| e.to_string())?;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut result = ThreadResult {
+        ops: 0,
+        latency: ns_histogram(),
+        by_phase: (0..PHASES.len()).map(|_| ns_histogram()).collect(),
+        windows: (0..windows).map(|_| (0, ns_histogram())).collect(),
+    };
+    let mut value = vec![0u8; value_size];
+    let mut out = Vec::with_capacity(value_size);
+    // Sampled operations that went pending: serial → (issued, window, phase).
+    let mut waiting: HashMap<u64, (Instant, usize, usize)> = HashMap::new();
+    barrier.wait();
+    let start = Instant::now();
+    let failed = |e: epochdb_hybridlog::Error| e.to_string();
+    while !stop.load(Ordering::Relaxed) {
+        let window = ((start.elapsed().as_nanos() / WINDOW.as_nanos()) as usize).min(windows - 1);
+        for _ in 0..BATCH {
+            let key = chooser.next(&mut rng, 0).to_le_bytes();
+            let sampled = result.ops.is_multiple_of(LATENCY_SAMPLE_EVERY);
+            let began = sampled.then(Instant::now);
+            let phase = if sampled {
+                session_phase(session.state().phase)
+            } else {
+                0
+            };
+            let status = if mix.rmw {
+                session.rmw(&key, 1).map_err(failed)?
+            } else if rng.gen_range(0..100) < mix.read_percent {
+                session.read(&key, &mut out).map_err(failed)?
+            } else {
+                value[..8].copy_from_slice(&result.ops.to_le_bytes());
+                session.upsert(&key, &value).map_err(failed)?
+            };
+            result.ops += 1;
+            if let Some(began) = began {
+                if status == Status::Pending {
+                    waiting.insert(session.serial(), (began, window, phase));
+                } else {
+                    record(&mut result, began, window, phase);
+                }
+            }
+        }
+        result.windows[window].0 += BATCH;
+        counter.store(result.ops, Ordering::Relaxed);
+        if session.pending() > 0 {
+            for done in session.complete_pending(false).map_err(failed)? {
+                if let Some((began, w, p)) = waiting.remove(&done.serial) {
+                    record(&mut result, began, w, p);
+                }
+            }
+        }
+    }
+    for done in session.complete_pending(true).map_err(failed)? {
+        if let Some((began, w, p)) = waiting.remove(&done.serial) {
+            record(&mut result, began, w, p);
+        }
+    }
+    Ok(result)
+}
+
+fn record(result: &mut ThreadResult, began: Instant, window: usize, phase: usize) {
+    let ns = (began.elapsed().as_nanos() as u64).max(1);
+    result.latency.saturating_record(ns);
+    result.by_phase[phase].saturating_record(ns);
+    result.windows[window].1.saturating_record(ns);
+}
+
+fn print_summary(r: &Report) {
+    let c = &r.config;
+    println!();
+    println!(
+        "hybridlog: {} keys, {} B values, mix {}, {}, {} threads, {} MiB frames ({:.1} MB records)",
+        c.keys, c.value_size, c.mix, c.dist, c.threads, c.memory_mb, c.data_mb
+    );
+    println!(
+        "  {:>10} ops/s ({} per thread); latency (sampled, ns) p50 {} p99 {} p999 {}; log {:.1} MB",
+        format_count(r.throughput_txn_s),
+        format_count(r.throughput_txn_s / c.threads as f64),
+        r.latency_ns.p50,
+        r.latency_ns.p99,
+        r.latency_ns.p999,
+        r.log_bytes as f64 / 1e6
+    );
+    for p in &r.latency_by_phase {
+        println!(
+            "  latency in {:<12} p50 {:>6} p99 {:>6} p999 {:>6} max {:>10} ns ({} samples)",
+            p.phase,
+            p.latency_ns.p50,
+            p.latency_ns.p99,
+            p.latency_ns.p999,
+            p.latency_ns.max,
+            p.samples
+        );
+    }
+    for k in &r.checkpoints {
+        let phases: Vec<String> = k
+            .phases
+            .iter()
+            .map(|s| format!("{} {:.1}", s.phase, (s.to_s - s.from_s) * 1e3))
+            .collect();
+        println!(
+            "  checkpoint v{} at {:.2}–{:.2} s ({}): {:.1} MB (index {:.1} MB at {:.0} MB/s, log {:.1} MB at {:.0} MB/s) at {:.0} MB/s{}; ms per phase: {}",
+            k.version,
+            k.start_s,
+            k.end_s,
+            if k.with_index {
+                "index + log"
+            } else {
+                "log only"
+            },
+            k.bytes as f64 / 1e6,
+            k.index_bytes as f64 / 1e6,
+            k.index_write_mb_s,
+            (k.bytes - k.index_bytes) as f64 / 1e6,
+            k.log_write_mb_s,
+            k.write_mb_s,
+            r.disk_write_mb_s.map_or(String::new(), |d| format!(
+                " ({:.0}% of the disk's {d:.0})",
+                k.write_fraction_of_disk * 100.0
+            )),
+            phases.join(", ")
+        );
+        println!(
+            "    throughput during {} ops/s vs rest {} ops/s: ratio {:.3}; back to 95% {}",
+            format_count(k.during_txn_s),
+            format_count(k.rest_txn_s),
+            k.ratio,
+            k.back_to_95_s
+                .map_or("not within the run".to_string(), |s| format!(
+                    "after {s:.2} s"
+                ))
+        );
+    }
+    if let Some(rec) = &r.recovery {
+        println!(
+            "  recovery of version {}: {:.3} s, {:.1} MB log + {:.1} MB index at {:.0} MB/s{}",
+            rec.version,
+            rec.seconds,
+            rec.log_bytes as f64 / 1e6,
+            rec.index_bytes as f64 / 1e6,
+            rec.read_mb_s,
+            r.disk_read_mb_s.map_or(String::new(), |d| format!(
+                " ({:.0}% of the disk's cold {d:.0})",
+                rec.read_fraction_of_disk * 100.0
+            ))
+        );
+    }
+}
+
+/// Throughput (0.5 s and 0.1 s), log size and p99 latency over time, each
+/// CPR phase shaded in its colour (cpr-sigmod19 Figures 11, 12, 14).
+fn draw(path: &Path, r: &Report, spans: &[PhaseSpan]) -> Result<(), String> {
+    let inner = || -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (900, 900)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let c = &r.config;
+        let title = format!(
+            "hybridlog {} {}, {} B values, {} threads; shaded: index grey, prepare yellow, in-progress orange, wait-pending red, wait-flush blue",
+            c.mix, c.dist, c.value_size, c.threads
+        );
+        let root = root.titled(&title, ("sans-serif", 14))?;
+        let panels = root.split_evenly((3, 1));
+        let t_max = r.series.last().map_or(1.0, |w| w.t_s).max(c.duration_s);
+        let shades: Vec<Shade> = spans
+            .iter()
+            .map(|s| Shade {
+                from: s.from_s,
+                to: s.to_s.max(s.from_s + t_max / 900.0),
+                color: PHASE_COLORS[PHASES.iter().position(|p| *p == s.phase).unwrap_or(1) - 1]
+                    .mix(0.6),
+            })
+            .collect();
+        time_panel(
+            &panels[0],
+            t_max,
+            "throughput (M ops/s)",
+            &shades,
+            &[
+                Line {
+                    label: Some("0.5 s windows".into()),
+                    color: COLORS[0],
+                    points: r.series.iter().map(|w| (w.t_s, w.txn_s / 1e6)).collect(),
+                },
+                Line {
+                    label: Some("0.1 s windows".into()),
+                    color: COLORS[1],
+                    points: r
+                        .fine_series
+                        .iter()
+                        .map(|w| (w.t_s, w.txn_s / 1e6))
+                        .collect(),
+                },
+            ],
+        )?;
+        time_panel(
+            &panels[1],
+            t_max,
+            "log size (MB)",
+            &shades,
+            &[Line {
+                label: None,
+                color: COLORS[2],
+                points: r
+                    .series
+                    .iter()
+                    .map(|w| (w.t_s, w.log_bytes as f64 / 1e6))
+                    .collect(),
+            }],
+        )?;
+        time_panel(
+            &panels[2],
+            t_max,
+            "latency per 0.5 s (ns)",
+            &shades,
+            &[
+                Line {
+                    label: Some("p99".into()),
+                    color: COLORS[3],
+                    points: r.series.iter().map(|w| (w.t_s, w.p99_ns as f64)).collect(),
+                },
+                Line {
+                    label: Some("p50".into()),
+                    color: COLORS[4],
+                    points: r.series.iter().map(|w| (w.t_s, w.p50_ns as f64)).collect(),
+                },
+            ],
+        )?;
+        root.present()?;
+        Ok(())
+    };
+    inner().map_err(|e| format!("drawing {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mixes_parse() {
+        assert!(parse_mix("rmw").unwrap().rmw);
+        assert_eq!(parse_mix("90:10").unwrap().read_percent, 90);
+        assert!(parse_mix("90:20").is_err());
+        assert!(parse_mix("x").is_err());
+    }
+
+    #[test]
+    fn add_first_word_keeps_the_rest() {
+        let f = AddFirstWord { value_size: 16 };
+        let mut old = vec![0u8; 16];
+        old[..8].copy_from_slice(&5u64.to_le_bytes());
+        old[8] = 9;
+        let mut new = vec![0u8; f.copy_len(&old, &2)];
+        f.copy(&old, &2, &mut new);
+        assert_eq!(u64::from_le_bytes(new[..8].try_into().unwrap()), 7);
+        assert_eq!(new[8], 9);
+    }
+}
