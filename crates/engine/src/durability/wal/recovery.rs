@@ -258,7 +258,8 @@ impl ReplayShared<'_> {
 /// TABLE records come, holds the PARTs of a split transaction until its
 /// COMMIT shows it committed (a COMMIT follows its PARTs in LSN order;
 /// PARTs never committed are dropped), and packs every COMMIT at or above
-/// `replay_from`, with its PARTs, into batches for `threads` replayers.
+/// `replay_from`, with its PARTs, into batches for `threads - 1`
+/// replayers (with one thread, it applies them itself).
 /// "Largest TID wins" makes the order of application irrelevant, so any
 /// split of the records among threads gives the same state (the silor
 /// recovery's argument, §5.2).
@@ -277,12 +278,20 @@ fn replay_streaming(
         max_epoch: AtomicU64::new(0),
         first_error: Mutex::new(None),
     };
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<Batch>(threads * 2);
+    // With one thread the reader applies its batches itself; with more,
+    // it reads and `threads - 1` replayers apply.
+    let replayers = threads.saturating_sub(1);
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<Batch>(replayers * 2);
     let (empty_tx, empty_rx) = crossbeam_channel::unbounded::<Batch>();
     let mut log_bytes = 0u64;
     let mut parts: HashMap<TxnKey, Vec<HeldPart>> = HashMap::new();
+    let mut inline = (replayers == 0).then(|| {
+        let mut handle = manager.register().expect("room for the reader");
+        handle.protect();
+        handle
+    });
     let opened = std::thread::scope(|scope| {
-        for _ in 0..threads {
+        for _ in 0..replayers {
             let (full_rx, empty_tx, shared) = (full_rx.clone(), empty_tx.clone(), &shared);
             scope.spawn(move || {
                 let mut handle = shared.manager.register().expect("room for every replayer");
@@ -300,8 +309,14 @@ fn replay_streaming(
         drop(full_rx);
         let mut snapshot: Arc<[Arc<Table>]> = tables.as_slice().into();
         let mut batch = Batch::default();
-        let send = |batch: &mut Batch, snapshot: &Arc<[Arc<Table>]>| {
+        let mut send = |batch: &mut Batch, snapshot: &Arc<[Arc<Table>]>| {
             if batch.ends.is_empty() {
+                return;
+            }
+            if let Some(handle) = inline.as_mut() {
+                batch.tables = Arc::clone(snapshot);
+                shared.apply(batch, handle);
+                batch.clear();
                 return;
             }
             let mut next = empty_rx.try_recv().unwrap_or_default();
@@ -364,6 +379,9 @@ fn replay_streaming(
         drop(full_tx);
         opened
     });
+    if let Some(mut handle) = inline {
+        handle.unprotect();
+    }
     let (wal, log) = opened?;
     if let Some(error) = shared.first_error.into_inner() {
         return Err(error);
