@@ -22,7 +22,8 @@
 //! ("vanilla"), and the bitmap scan of §6.5.1.
 //!
 //! Recovery ([`Wal::open`], [`read_log`]) returns every entry up to the
-//! durable end, cuts a torn tail and reports corruption below the
+//! durable end ([`Wal::open_streaming`] hands them to a visitor as it reads
+//! instead), cuts a torn tail and reports corruption below the
 //! persisted SDL with file and offset. Files rotate at
 //! [`WalOptions::file_max_bytes`] and go with [`Wal::truncate_before`].
 //! The formats are drawn in `format.rs`; the crate's README lists what is
