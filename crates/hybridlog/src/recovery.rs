@@ -25,7 +25,9 @@ use std::path::Path;
 use epochdb_storage::{Storage, StorageFile};
 
 use crate::address::FIRST_ADDRESS;
-use crate::checkpoint::{self, index_name, meta_name, parse_meta_name, Metadata};
+use crate::checkpoint::{
+    self, index_name, meta_name, parse_meta_name, parse_snap_name, snap_name, Metadata,
+};
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::record::{hash_key, record_bytes, record_version, split_lengths, Header};
@@ -45,6 +47,7 @@ pub(crate) struct RecoveredState {
     pub(crate) log_bytes: u64,
     pub(crate) index_bytes: u64,
     pub(crate) invalidated: usize,
+    pub(crate) snapshot_bytes: u64,
 }
 
 fn u64_at(buf: &[u8], at: usize) -> u64 {
@@ -92,6 +95,7 @@ pub(crate) fn recover(
             log_bytes: 0,
             index_bytes: 0,
             invalidated: 0,
+            snapshot_bytes: 0,
         });
     };
     let meta = checkpoint::read_metadata(storage, &dir.join(meta_name(version)))?;
@@ -102,6 +106,7 @@ pub(crate) fn recover(
     drop(words);
     let file = storage.open(&log_path)?;
     let page_bits = meta.page_bits;
+    let snapshot_bytes = restore_snapshot(storage, dir, file.as_ref(), &meta)?;
     let invalid = replay(file.as_ref(), &log_path, &index, &meta)?;
     for &address in &invalid {
         let mut word = [0u8; 8];
@@ -133,12 +138,52 @@ pub(crate) fn recover(
         log_bytes: meta.l_e - meta.l_h,
         index_bytes,
         invalidated: invalid.len(),
+        snapshot_bytes,
         meta: Some(meta),
         index,
         file,
         page_bits,
         last_page,
     })
+}
+
+/// A snapshot checkpoint (Appendix C): copies every piece of
+/// `[snapshot start, l_e)` from the snapshot files its map names (composing
+/// an incremental chain) into the log file at its address, and syncs the
+/// log file, so that the log file holds version v up to `l_e` and records
+/// there can be read from disk like any other. Returns the bytes copied.
+/// The log file's bytes in that range (flushed after the checkpoint, with
+/// later in-place updates) are overwritten; doing it again after a crash
+/// gives the same file.
+fn restore_snapshot(
+    storage: &dyn Storage,
+    dir: &Path,
+    log: &dyn StorageFile,
+    meta: &Metadata,
+) -> Result<u64> {
+    let Some(map) = &meta.snapshot else {
+        return Ok(0);
+    };
+    let mut files: std::collections::HashMap<u32, Box<dyn StorageFile>> =
+        std::collections::HashMap::new();
+    let mut buf = Vec::new();
+    let mut bytes = 0;
+    for piece in &map.pieces {
+        if !files.contains_key(&piece.file) {
+            let file = storage.open(&dir.join(snap_name(piece.file)))?;
+            files.insert(piece.file, file);
+        }
+        let file = files.get(&piece.file).expect("opened above");
+        checkpoint::read_piece(file.as_ref(), piece, &mut buf)?;
+        // Nothing is ever written below the first address.
+        let skip = FIRST_ADDRESS.saturating_sub(piece.address).min(piece.bytes) as usize;
+        log.write_at(piece.address + skip as u64, &buf[skip..])?;
+        bytes += piece.bytes;
+    }
+    if bytes > 0 {
+        log.sync()?;
+    }
+    Ok(bytes)
 }
 
 /// Replays `[l_h, l_e)` into `index`; returns the addresses of the
@@ -196,21 +241,23 @@ fn replay(file: &dyn StorageFile, path: &Path, index: &Index, meta: &Metadata) -
     Ok(invalid)
 }
 
-/// Removes metadata older than `version` and index files other than
-/// `index_id`, once checkpoint `version` is durable. Log space is not
-/// reclaimed (no truncation yet).
+/// Removes metadata older than `version`, index files other than
+/// `index_id` and snapshot files other than `snapshots`, once checkpoint
+/// `version` is durable.
 pub(crate) fn remove_old_checkpoints(
     storage: &dyn Storage,
     dir: &Path,
     version: u32,
     index_id: u64,
+    snapshots: &[u32],
 ) -> Result<()> {
     let keep_index = index_name(index_id);
     let mut removed = false;
     for name in storage.list(dir)? {
         let old_meta = parse_meta_name(&name).is_some_and(|v| v < version);
         let old_index = name.starts_with("index-") && name.ends_with(".dat") && name != keep_index;
-        if old_meta || old_index {
+        let old_snapshot = parse_snap_name(&name).is_some_and(|s| !snapshots.contains(&s));
+        if old_meta || old_index || old_snapshot {
             storage.remove(&dir.join(&name))?;
             removed = true;
         }
