@@ -10,7 +10,7 @@
 //!   version | l_s | l_e | begin | index_id | l_h | l_i | page_bits
 //!   | next_session_id | sessions n | n × (session id, serial number)
 //!   | kind (0 fold-over, 1 snapshot, 2 incremental snapshot)
-//!   | reserved (0) | snapshot start | pieces m
+//!   | log segment bits (0: one file log.dat) | snapshot start | pieces m
 //!   | m × (address, bytes, snapshot file version, offset of its block)
 //!   (format version 1, written before snapshots existed, ends after the
 //!   sessions and is read as a fold-over checkpoint)
@@ -162,6 +162,8 @@ pub(crate) struct Metadata {
     pub(crate) kind: CheckpointKind,
     /// Snapshot checkpoints: where `[start, l_e)` is stored.
     pub(crate) snapshot: Option<SnapshotMap>,
+    /// log2 of the log's segment size (0: the log is one file, `log.dat`).
+    pub(crate) segment_bits: u32,
 }
 
 pub(crate) fn meta_name(version: u32) -> String {
@@ -207,7 +209,7 @@ impl Metadata {
             put(serial);
         }
         put(self.kind.code());
-        put(0);
+        put(u64::from(self.segment_bits));
         let map = self.snapshot.clone().unwrap_or_default();
         put(map.start);
         put(map.pieces.len() as u64);
@@ -259,11 +261,12 @@ impl Metadata {
                     .ok_or_else(wrong_length)?,
             )
             .ok_or_else(wrong_length)?;
-        let (kind, snapshot) = if block.version == FORMAT_VERSION {
+        let page_bits = u32::try_from(words[7]).map_err(|_| corrupt(72, "page bits".into()))?;
+        let (kind, snapshot, segment_bits) = if block.version == FORMAT_VERSION {
             if words.len() != sessions_end {
                 return Err(wrong_length());
             }
-            (CheckpointKind::FoldOver, None)
+            (CheckpointKind::FoldOver, None, 0)
         } else {
             let tail = words.get(sessions_end..).ok_or_else(wrong_length)?;
             if tail.len() < 4 || (tail.len() - 4) as u64 != tail[3].saturating_mul(4) {
@@ -285,10 +288,13 @@ impl Metadata {
                 start: tail[2],
                 pieces,
             });
-            (kind, snapshot)
+            let segment_bits = u32::try_from(tail[1])
+                .ok()
+                .filter(|&b| b == 0 || (page_bits..64).contains(&b))
+                .ok_or_else(|| corrupt(16, format!("segment bits {}", tail[1])))?;
+            (kind, snapshot, segment_bits)
         };
         let version = u32::try_from(words[0]).map_err(|_| corrupt(16, "version".into()))?;
-        let page_bits = u32::try_from(words[7]).map_err(|_| corrupt(72, "page bits".into()))?;
         let meta = Metadata {
             version,
             l_s: words[1],
@@ -305,8 +311,11 @@ impl Metadata {
                 .collect(),
             kind,
             snapshot,
+            segment_bits,
         };
-        if !(meta.begin <= meta.l_h
+        // Begin may pass l_h: the log was truncated after the index
+        // checkpoint (recovery replays from the higher of the two).
+        if !(meta.begin <= meta.l_s
             && meta.l_h <= meta.l_i
             && meta.l_i <= meta.l_s
             && meta.l_s <= meta.l_e)
@@ -632,6 +641,7 @@ mod tests {
             next_session_id: 9,
             sessions: vec![(1, 100), (2, 7)],
             kind: CheckpointKind::IncrementalSnapshot,
+            segment_bits: 14,
             snapshot: Some(SnapshotMap {
                 start: 4096,
                 pieces: vec![

@@ -53,6 +53,7 @@ mod io;
 mod log;
 mod record;
 mod recovery;
+mod segment;
 mod session;
 mod state;
 mod store;

@@ -130,6 +130,7 @@ impl Log {
         file: Arc<dyn StorageFile>,
         tail: u64,
         last_page: &[u8],
+        begin: u64,
     ) -> Arc<Log> {
         let page_words = (geometry.page_bytes() / 8) as usize;
         let frames: Box<[Box<[AtomicU64]>]> = (0..geometry.frames)
@@ -157,7 +158,7 @@ impl Log {
             frames,
             tail: CachePadded::new(AtomicU64::new(pack(page, offset))),
             opened: AtomicU64::new(page),
-            begin: AtomicU64::new(FIRST_ADDRESS),
+            begin: AtomicU64::new(begin.max(FIRST_ADDRESS)),
             head: CachePadded::new(AtomicU64::new(head)),
             safe_head: CachePadded::new(AtomicU64::new(head)),
             read_only: CachePadded::new(AtomicU64::new(tail)),

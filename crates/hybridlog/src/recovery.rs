@@ -22,6 +22,8 @@
 
 use std::path::Path;
 
+use std::sync::Arc;
+
 use epochdb_storage::{Storage, StorageFile};
 
 use crate::address::FIRST_ADDRESS;
@@ -31,16 +33,24 @@ use crate::checkpoint::{
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::record::{hash_key, record_bytes, record_version, split_lengths, Header};
+use crate::segment::{SegmentedFile, LOG_NAME};
 use crate::store::{Config, FRESH_TAIL};
 
-/// The log file's name in the store's directory.
-pub(crate) const LOG_NAME: &str = "log.dat";
+/// The segment size a new log uses: `requested` (0: one file), at least a
+/// page.
+pub(crate) fn segment_bits(requested: u32, page_bits: u32) -> u32 {
+    if requested == 0 {
+        0
+    } else {
+        requested.max(page_bits)
+    }
+}
 
 /// What recovery hands to `Store::open`.
 pub(crate) struct RecoveredState {
     pub(crate) meta: Option<Metadata>,
     pub(crate) index: Index,
-    pub(crate) file: Box<dyn StorageFile>,
+    pub(crate) file: SegmentedFile,
     pub(crate) page_bits: u32,
     pub(crate) tail: u64,
     pub(crate) last_page: Vec<u8>,
@@ -55,10 +65,11 @@ fn u64_at(buf: &[u8], at: usize) -> u64 {
 }
 
 pub(crate) fn recover(
-    storage: &dyn Storage,
+    storage_arc: &Arc<dyn Storage>,
     dir: &Path,
     config: &Config,
 ) -> Result<RecoveredState> {
+    let storage = storage_arc.as_ref();
     let names = storage.list(dir)?;
     let mut removed = false;
     for name in names
@@ -69,19 +80,18 @@ pub(crate) fn recover(
         removed = true;
     }
     let newest = names.iter().filter_map(|n| parse_meta_name(n)).max();
-    let log_path = dir.join(LOG_NAME);
     let Some(version) = newest else {
-        // A fresh store: any log bytes from a life without a checkpoint are
-        // unreachable; start the file empty.
-        let mut file = if names.iter().any(|n| n == LOG_NAME) {
-            storage.open(&log_path)?
-        } else {
-            let file = storage.create(&log_path)?;
-            removed = true;
-            file
-        };
-        file.truncate(0)?;
-        file.sync()?;
+        // A fresh store: any log bytes (and snapshot files) from a life
+        // without a checkpoint are unreachable; start with no log files.
+        for name in &names {
+            let log_file = name == LOG_NAME || (name.starts_with("log-") && name.ends_with(".seg"));
+            if log_file || parse_snap_name(name).is_some() {
+                storage.remove(&dir.join(name))?;
+                removed = true;
+            }
+        }
+        let bits = segment_bits(config.log_segment_bits, config.page_bits);
+        let file = SegmentedFile::open(storage_arc.clone(), dir, bits)?;
         if removed {
             storage.sync_dir(dir)?;
         }
@@ -104,10 +114,11 @@ pub(crate) fn recover(
     let index_bytes = words.len() as u64 * 8;
     let index = Index::from_words(buckets, overflow, &words);
     drop(words);
-    let file = storage.open(&log_path)?;
+    let file = SegmentedFile::open(storage_arc.clone(), dir, meta.segment_bits)?;
+    let log_path = file.path().to_path_buf();
     let page_bits = meta.page_bits;
-    let snapshot_bytes = restore_snapshot(storage, dir, file.as_ref(), &meta)?;
-    let invalid = replay(file.as_ref(), &log_path, &index, &meta)?;
+    let snapshot_bytes = restore_snapshot(storage, dir, &file, &meta)?;
+    let invalid = replay(&file, &log_path, &index, &meta)?;
     for &address in &invalid {
         let mut word = [0u8; 8];
         file.read_at(address, &mut word)?;
@@ -194,7 +205,9 @@ fn replay(file: &dyn StorageFile, path: &Path, index: &Index, meta: &Metadata) -
     let excluded = record_version(meta.version + 1);
     let mut invalid = Vec::new();
     let mut buf = Vec::new();
-    let mut address = meta.l_h;
+    // Below begin the log was truncated: records there are gone (§ log
+    // truncation in the README).
+    let mut address = meta.l_h.max(meta.begin);
     while address < meta.l_e {
         let page_start = (address >> meta.page_bits) << meta.page_bits;
         let page_end = (page_start + page_bytes).min(meta.l_e);

@@ -603,6 +603,12 @@ impl<F: Functions> Session<F> {
             self.pending.push(request);
             return Ok(());
         };
+        if bytes.is_empty() {
+            // Below begin: the log was truncated; the key is not there.
+            request.io = IoState::Done(start, Vec::new());
+            self.pending.push(request);
+            return Ok(());
+        }
         let header = Header(u64::from_le_bytes(bytes[..8].try_into().expect("8")));
         if !header.invalid() && key_matches_bytes(&bytes, &request.key) {
             request.io = IoState::Done(start, bytes);

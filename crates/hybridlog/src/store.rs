@@ -46,6 +46,11 @@ pub struct Config {
     pub checkpoint_kind: CheckpointKind,
     /// How threads hand records over from version v to v+1 (Appendix B).
     pub shift_mode: ShiftMode,
+    /// log2 of the size of the log's segment files (at least a page; 0:
+    /// one file, `log.dat`, never truncated). Truncation
+    /// ([`Store::shift_begin_address`]) gives back whole segments. A
+    /// recovered store keeps its checkpoint's segment size.
+    pub log_segment_bits: u32,
 }
 
 /// The granularity of the version shift (cpr-sigmod19 Appendix B).
@@ -75,6 +80,7 @@ impl Default for Config {
             max_sessions: 64,
             checkpoint_kind: CheckpointKind::FoldOver,
             shift_mode: ShiftMode::Fine,
+            log_segment_bits: 30,
         }
     }
 }
@@ -132,6 +138,9 @@ pub struct CheckpointInfo {
     /// previous flush point to `l_e`; snapshots: the snapshot file) plus the
     /// index file.
     pub bytes: u64,
+    /// Bytes of log files removed below the begin address after this
+    /// checkpoint became durable (log truncation).
+    pub log_bytes_freed: u64,
     /// Snapshots: bytes of the snapshot file written, and the time from
     /// taking the page list to the file being durable (both 0 for
     /// fold-over).
@@ -171,6 +180,8 @@ pub(crate) struct Inner<F: Functions> {
     pub(crate) functions: F,
     pub(crate) index: Index,
     pub(crate) log: Arc<Log>,
+    /// The log's files (the same object as `log.file`).
+    segments: Arc<crate::segment::SegmentedFile>,
     pub(crate) epochs: EpochManager,
     /// The global `SystemState`, packed.
     pub(crate) state: CachePadded<AtomicU64>,
@@ -339,7 +350,7 @@ impl<F: Functions> Store<F> {
         if let Some(parent) = dir.parent() {
             storage.sync_dir(parent)?;
         }
-        let state = recovery::recover(storage.as_ref(), dir, &config)?;
+        let state = recovery::recover(&storage, dir, &config)?;
         let geometry = Geometry::new(
             state.page_bits,
             config.memory_bytes,
@@ -350,22 +361,25 @@ impl<F: Functions> Store<F> {
         let driver_epoch = epochs
             .register()
             .map_err(|_| Error::TooManySessions(config.max_sessions))?;
-        let file: Arc<dyn epochdb_storage::StorageFile> = Arc::from(state.file);
+        let segments = Arc::new(state.file);
+        let file: Arc<dyn epochdb_storage::StorageFile> = segments.clone();
         let log = Log::new(
             geometry,
             epochs.clone(),
             file.clone(),
             state.tail,
             &state.last_page,
+            state.meta.as_ref().map_or(FIRST_ADDRESS, |m| m.begin),
         );
         let (io_tx, io_rx) = crossbeam_channel::unbounded();
         let limit = log.record_bytes_max();
         let mut threads = Vec::new();
         let io_file = file.clone();
+        let io_log = log.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("hybridlog-io".into())
-                .spawn(move || io_loop(io_file, io_rx, limit))
+                .spawn(move || io_loop(io_file, io_log, io_rx, limit))
                 .expect("spawn the I/O thread"),
         );
         let flusher = log.clone();
@@ -408,6 +422,7 @@ impl<F: Functions> Store<F> {
             functions,
             index: state.index,
             log,
+            segments,
             epochs,
             state: CachePadded::new(AtomicU64::new(SystemState::rest(version).pack())),
             slots: (0..config.max_sessions)
@@ -463,6 +478,30 @@ impl<F: Functions> Store<F> {
                 Err(e)
             }
         }
+    }
+
+    /// Truncates the log (FASTER's `ShiftBeginAddress`): records below
+    /// `address` are dropped — a key whose newest record lies below it
+    /// reads as absent from now on. The begin address moves to `address`,
+    /// clamped to the in-memory boundary (records in memory are never
+    /// dropped this way), and is returned. The log files wholly below it
+    /// are removed once the next checkpoint, which records the new begin
+    /// address, is durable (until then the previous checkpoint still needs
+    /// them). With `log_segment_bits == 0` the begin address moves but no
+    /// space is given back.
+    ///
+    /// The store does not compact: which records below `address` are still
+    /// live is the caller's knowledge (for example, keys rewritten since, or
+    /// data with a time-to-live).
+    pub fn shift_begin_address(&self, address: u64) -> u64 {
+        let log = &self.inner.log;
+        let target = address.min(log.safe_head()).max(FIRST_ADDRESS);
+        log.begin.fetch_max(target, SeqCst).max(target)
+    }
+
+    /// Bytes of log files on disk now (all segments).
+    pub fn log_disk_bytes(&self) -> Result<u64> {
+        Ok(self.inner.segments.disk_bytes()?)
     }
 
     /// The global checkpoint state.
@@ -619,6 +658,7 @@ impl<F: Functions> Store<F> {
             sessions: sessions.clone(),
             kind,
             snapshot: snapshot.clone(),
+            segment_bits: inner.segments.segment_bits(),
         };
         checkpoint::write_metadata(inner.storage.as_ref(), &inner.dir, &meta)?;
         marks[4] = Instant::now();
@@ -642,6 +682,9 @@ impl<F: Functions> Store<F> {
             index.id,
             &keep_snapshots,
         )?;
+        // Log truncation: the durable checkpoint (the only one kept) needs
+        // nothing below its begin address.
+        let log_bytes_freed = inner.segments.remove_below(meta.begin)?;
         Ok(CheckpointInfo {
             version: v,
             l_s,
@@ -651,6 +694,7 @@ impl<F: Functions> Store<F> {
             bytes,
             snapshot_bytes,
             snapshot_time,
+            log_bytes_freed,
             sessions,
             phase_times: [
                 marks[1] - marks[0],
