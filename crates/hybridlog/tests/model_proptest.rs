@@ -48,6 +48,8 @@ fn config(shift_mode: ShiftMode) -> Config {
         mutable_fraction: 0.3,
         max_sessions: 2,
         shift_mode,
+        // The one-file log, `log.dat` (the sum-store test uses segments).
+        log_segment_bits: 0,
         ..Config::default()
     }
 }

@@ -40,6 +40,8 @@ fn config(shift_mode: ShiftMode) -> Config {
         memory_bytes: 8 << 12,
         mutable_fraction: 0.5,
         max_sessions: 8,
+        // 16 KiB segment files (the proptest keeps the one-file log).
+        log_segment_bits: 14,
         ..Config::default()
     }
 }
