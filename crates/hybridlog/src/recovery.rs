@@ -125,9 +125,10 @@ pub(crate) fn recover(
         let header = Header(u64::from_le_bytes(word)).with_invalid();
         file.write_at(address, &header.0.to_le_bytes())?;
     }
-    if !invalid.is_empty() {
-        file.sync()?;
-    }
+    // Neither these marks nor the restored snapshot pieces are synced
+    // here: until the next checkpoint's metadata (which syncs the log files
+    // first) they are redone by any later recovery from the same
+    // checkpoint, whose files stay until then.
     if removed {
         storage.sync_dir(dir)?;
     }
@@ -160,9 +161,11 @@ pub(crate) fn recover(
 
 /// A snapshot checkpoint (Appendix C): copies every piece of
 /// `[snapshot start, l_e)` from the snapshot files its map names (composing
-/// an incremental chain) into the log file at its address, and syncs the
-/// log file, so that the log file holds version v up to `l_e` and records
-/// there can be read from disk like any other. Returns the bytes copied.
+/// an incremental chain) into the log file at its address, so that the log
+/// file holds version v up to `l_e` and records there can be read from
+/// disk like any other. Returns the bytes copied. Not synced here: the next
+/// checkpoint syncs the log files before its metadata, and until then the
+/// snapshot files are kept and a recovery copies them again.
 /// The log file's bytes in that range (flushed after the checkpoint, with
 /// later in-place updates) are overwritten; doing it again after a crash
 /// gives the same file.
@@ -190,9 +193,6 @@ fn restore_snapshot(
         let skip = FIRST_ADDRESS.saturating_sub(piece.address).min(piece.bytes) as usize;
         log.write_at(piece.address + skip as u64, &buf[skip..])?;
         bytes += piece.bytes;
-    }
-    if bytes > 0 {
-        log.sync()?;
     }
     Ok(bytes)
 }
