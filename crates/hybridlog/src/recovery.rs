@@ -183,11 +183,12 @@ fn restore_snapshot(
     let mut buf = Vec::new();
     let mut bytes = 0;
     for piece in &map.pieces {
-        if !files.contains_key(&piece.file) {
-            let file = storage.open(&dir.join(snap_name(piece.file)))?;
-            files.insert(piece.file, file);
-        }
-        let file = files.get(&piece.file).expect("opened above");
+        let file = match files.entry(piece.file) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(storage.open(&dir.join(snap_name(piece.file)))?)
+            }
+        };
         checkpoint::read_piece(file.as_ref(), piece, &mut buf)?;
         // Nothing is ever written below the first address.
         let skip = FIRST_ADDRESS.saturating_sub(piece.address).min(piece.bytes) as usize;

@@ -67,7 +67,7 @@ fn run_seed(seed: u64) -> (u64, u64) {
         CheckpointKind::IncrementalSnapshot,
     ];
     let kind_choice = (seed % 4) as usize;
-    let shift = if (seed / 4) % 2 == 0 {
+    let shift = if (seed / 4).is_multiple_of(2) {
         ShiftMode::Fine
     } else {
         ShiftMode::Coarse

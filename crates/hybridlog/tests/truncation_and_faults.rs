@@ -257,7 +257,7 @@ fn sweep(op: FaultOp, shift_mode: ShiftMode) -> (u64, u64) {
         // The newest checkpoint that returned Ok must be the one recovered
         // (nothing reported durable is lost) — or a later one that was
         // durable when the fault struck its cleanup.
-        let newest_ok = committed.iter().filter(|c| c.2).last().map_or(0, |c| c.0);
+        let newest_ok = committed.iter().rfind(|c| c.2).map_or(0, |c| c.0);
         assert!(
             serial >= newest_ok,
             "{op:?} #{nth}: recovered {serial}, but {newest_ok} was reported durable"
