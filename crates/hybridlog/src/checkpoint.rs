@@ -414,54 +414,92 @@ pub(crate) fn write_index(
     write_durably(storage, dir, &index_name(id), &out)
 }
 
-/// Reads a fuzzy index checkpoint: `(buckets, overflow buckets, words)`.
-pub(crate) fn read_index(storage: &dyn Storage, path: &Path) -> Result<(usize, u64, Vec<u64>)> {
-    let data = storage.read(path)?;
-    let mut header = None;
-    let mut words = Vec::new();
+/// Reads a fuzzy index checkpoint into a new index, block by block (no
+/// copy of the whole file in memory): returns the index and the bytes of
+/// bucket words loaded.
+pub(crate) fn read_index(storage: &dyn Storage, path: &Path) -> Result<(crate::index::Index, u64)> {
+    let file = storage.open(path)?;
+    let corrupt = |offset: u64, reason: String| Error::Corrupted {
+        file: path.to_path_buf(),
+        offset,
+        reason,
+    };
     let mut offset = 0u64;
-    for block in blocks(&data, INDEX_MAGIC) {
-        let (at, block) = block.map_err(|e| frame_error(path, e))?;
-        offset = at as u64;
-        match block.kind {
-            KIND_INDEX_HEADER if header.is_none() && block.payload.len() == 16 => {
+    let mut buf = Vec::new();
+    let mut index: Option<(crate::index::Index, usize, u64)> = None;
+    let mut loaded_words = 0usize;
+    loop {
+        let mut header = [0u8; epochdb_storage::BLOCK_HEADER_BYTES];
+        let n = file.read_at(offset, &mut header)?;
+        if n == 0 {
+            break;
+        }
+        let len = if n == header.len() {
+            u32::from_le_bytes(header[8..12].try_into().expect("4")) as usize
+        } else {
+            0
+        };
+        let total =
+            epochdb_storage::BLOCK_HEADER_BYTES + len.min(epochdb_storage::BLOCK_PAYLOAD_MAX_BYTES);
+        buf.resize(total, 0);
+        let n = file.read_at(offset, &mut buf)?;
+        buf.truncate(n);
+        let block = match epochdb_storage::decode_block(&buf, 0, INDEX_MAGIC) {
+            Ok(Some((block, _))) => block,
+            Ok(None) => break,
+            Err(e) => {
+                let mut error = frame_error(path, e);
+                if let Error::Corrupted { offset: at, .. } = &mut error {
+                    *at += offset;
+                }
+                return Err(error);
+            }
+        };
+        match (block.kind, &index) {
+            (KIND_INDEX_HEADER, None) if block.payload.len() == 16 => {
                 let b = u64::from_le_bytes(block.payload[..8].try_into().expect("8"));
                 let o = u64::from_le_bytes(block.payload[8..].try_into().expect("8"));
-                header = Some((b as usize, o));
+                if !b.is_power_of_two() || b > 1 << 40 || o > 1 << 40 {
+                    return Err(corrupt(
+                        offset,
+                        format!("index of {b} buckets, {o} overflow"),
+                    ));
+                }
+                let total_words = (b + o) as usize * 8;
+                index = Some((
+                    crate::index::Index::with_overflow(b as usize, o),
+                    total_words,
+                    o,
+                ));
             }
-            KIND_INDEX_WORDS if header.is_some() => {
-                words.extend(
-                    block
-                        .payload
-                        .chunks_exact(8)
-                        .map(|c| u64::from_le_bytes(c.try_into().expect("8"))),
-                );
+            (KIND_INDEX_WORDS, Some((idx, total_words, _)))
+                if block.payload.len() % 64 == 0
+                    && loaded_words + block.payload.len() / 8 <= *total_words =>
+            {
+                let words: Vec<u64> = block
+                    .payload
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
+                    .collect();
+                idx.load_words(loaded_words / 8, &words);
+                loaded_words += words.len();
             }
-            kind => {
-                return Err(Error::Corrupted {
-                    file: path.to_path_buf(),
-                    offset,
-                    reason: format!("unexpected block kind {kind}"),
-                })
+            (kind, _) => {
+                return Err(corrupt(offset, format!("unexpected block kind {kind}")));
             }
         }
+        offset += buf.len() as u64;
     }
-    let (buckets, overflow) = header.ok_or_else(|| Error::Corrupted {
-        file: path.to_path_buf(),
-        offset: 0,
-        reason: "no index header".into(),
-    })?;
-    if !buckets.is_power_of_two() || words.len() != (buckets + overflow as usize) * 8 {
-        return Err(Error::Corrupted {
-            file: path.to_path_buf(),
+    let Some((index, total_words, _)) = index else {
+        return Err(corrupt(0, "no index header".into()));
+    };
+    if loaded_words != total_words {
+        return Err(corrupt(
             offset,
-            reason: format!(
-                "index of {buckets} buckets and {overflow} overflow buckets has {} words",
-                words.len()
-            ),
-        });
+            format!("index has {loaded_words} of its {total_words} words"),
+        ));
     }
-    Ok((buckets, overflow, words))
+    Ok((index, loaded_words as u64 * 8))
 }
 
 /// Writes a snapshot file as it is produced, piece by piece, in large

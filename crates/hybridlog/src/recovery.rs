@@ -110,10 +110,7 @@ pub(crate) fn recover(
     };
     let meta = checkpoint::read_metadata(storage, &dir.join(meta_name(version)))?;
     let index_path = dir.join(index_name(meta.index_id));
-    let (buckets, overflow, words) = checkpoint::read_index(storage, &index_path)?;
-    let index_bytes = words.len() as u64 * 8;
-    let index = Index::from_words(buckets, overflow, &words);
-    drop(words);
+    let (index, index_bytes) = checkpoint::read_index(storage, &index_path)?;
     let file = SegmentedFile::open(storage_arc.clone(), dir, meta.segment_bits)?;
     let log_path = file.path().to_path_buf();
     let page_bits = meta.page_bits;
