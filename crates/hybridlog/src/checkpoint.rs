@@ -502,26 +502,35 @@ pub(crate) fn read_index(storage: &dyn Storage, path: &Path) -> Result<(crate::i
     Ok((index, loaded_words as u64 * 8))
 }
 
-/// Writes a snapshot file as it is produced, piece by piece, in large
-/// sequential writes: `snap-<version>.dat.tmp`, then [`SnapshotWriter::finish`]
-/// syncs it, renames it into place and syncs the directory. Its metadata
-/// (written after) is what makes it part of a checkpoint.
+/// Writes a snapshot file as it is produced, piece by piece:
+/// `snap-<version>.dat.tmp`, then [`SnapshotWriter::finish`] syncs it,
+/// renames it into place and syncs the directory. Its metadata (written
+/// after) is what makes it part of a checkpoint.
+///
+/// The caller copies pieces into 8 MiB buffers; a writer thread writes each
+/// buffer at the next offset and syncs every [`SNAP_SYNC_BYTES`], so the
+/// disk works while the next pieces are copied and checksummed (a single
+/// sync at the end would leave the disk idle until then). Any error of the
+/// writer thread is returned by the next [`SnapshotWriter::piece`] or by
+/// `finish`.
 pub(crate) struct SnapshotWriter<'s> {
     storage: &'s dyn Storage,
     dir: std::path::PathBuf,
     version: u32,
     tmp: std::path::PathBuf,
-    file: Box<dyn epochdb_storage::StorageFile>,
+    to_writer: Option<crossbeam_channel::Sender<Vec<u8>>>,
+    spare: crossbeam_channel::Receiver<Vec<u8>>,
+    writer: Option<std::thread::JoinHandle<Result<Box<dyn epochdb_storage::StorageFile>>>>,
     buf: Vec<u8>,
-    /// File offset of `buf[0]`.
-    at: u64,
-    /// Bytes written to the file so far (including `buf`).
+    /// Bytes of the file so far (including `buf`).
     pub(crate) written: u64,
 }
 
 /// Bytes gathered before one write (sequential writes of this size run at
 /// the disk's speed).
 const SNAP_WRITE_BYTES: usize = 8 << 20;
+/// Bytes written between two syncs of a snapshot file being written.
+const SNAP_SYNC_BYTES: u64 = 32 << 20;
 
 impl<'s> SnapshotWriter<'s> {
     /// Starts `snap-<version>.dat.tmp` (replacing a leftover) with its
@@ -556,28 +565,61 @@ impl<'s> SnapshotWriter<'s> {
             &header,
         );
         let written = buf.len() as u64;
+        let (to_writer, from_main) = crossbeam_channel::bounded::<Vec<u8>>(1);
+        let (to_spare, spare) = crossbeam_channel::bounded::<Vec<u8>>(2);
+        let writer = std::thread::Builder::new()
+            .name("hybridlog-snapshot".into())
+            .spawn(move || -> Result<Box<dyn epochdb_storage::StorageFile>> {
+                let mut at = 0u64;
+                let mut unsynced = 0u64;
+                for mut chunk in from_main {
+                    file.write_at(at, &chunk)?;
+                    at += chunk.len() as u64;
+                    unsynced += chunk.len() as u64;
+                    if unsynced >= SNAP_SYNC_BYTES {
+                        file.sync()?;
+                        unsynced = 0;
+                    }
+                    chunk.clear();
+                    let _ = to_spare.try_send(chunk);
+                }
+                Ok(file)
+            })
+            .expect("spawn the snapshot writer");
         Ok(SnapshotWriter {
             storage,
             dir: dir.to_path_buf(),
             version,
             tmp,
-            file,
+            to_writer: Some(to_writer),
+            spare,
+            writer: Some(writer),
             buf,
-            at: 0,
             written,
         })
     }
 
-    /// Appends the piece of log at `address` (`bytes` of it, at most
-    /// [`PIECE_BYTES_MAX`]); returns the offset of its block.
-    pub(crate) fn piece(&mut self, address: u64, bytes: &[u8]) -> Result<u64> {
-        debug_assert!(bytes.len() as u64 <= PIECE_BYTES_MAX);
+    /// Appends a piece of log at `address`, `bytes` long (at most
+    /// [`PIECE_BYTES_MAX`]), whose bytes `fill` appends to the vector it is
+    /// given; returns the offset of the piece's block.
+    pub(crate) fn piece(
+        &mut self,
+        address: u64,
+        bytes: u64,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+    ) -> Result<u64> {
+        debug_assert!(bytes <= PIECE_BYTES_MAX);
         let offset = self.written;
         let start = self.buf.len();
         self.buf
             .resize(start + epochdb_storage::BLOCK_HEADER_BYTES, 0);
         self.buf.extend_from_slice(&address.to_le_bytes());
-        self.buf.extend_from_slice(bytes);
+        fill(&mut self.buf)?;
+        assert_eq!(
+            (self.buf.len() - start) as u64,
+            epochdb_storage::BLOCK_HEADER_BYTES as u64 + 8 + bytes,
+            "a snapshot piece got the wrong number of bytes"
+        );
         epochdb_storage::seal_block(
             &mut self.buf[start..],
             SNAP_MAGIC,
@@ -586,26 +628,50 @@ impl<'s> SnapshotWriter<'s> {
         );
         self.written += (self.buf.len() - start) as u64;
         if self.buf.len() >= SNAP_WRITE_BYTES {
-            self.flush()?;
+            self.hand_over()?;
         }
         Ok(offset)
     }
 
-    fn flush(&mut self) -> Result<()> {
-        if !self.buf.is_empty() {
-            self.file.write_at(self.at, &self.buf)?;
-            self.at += self.buf.len() as u64;
-            self.buf.clear();
+    /// Sends the gathered bytes to the writer thread.
+    fn hand_over(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let next = self.spare.try_recv().unwrap_or_else(|_| {
+            Vec::with_capacity(SNAP_WRITE_BYTES + (PIECE_BYTES_MAX as usize) + 64)
+        });
+        let full = std::mem::replace(&mut self.buf, next);
+        let sent = self
+            .to_writer
+            .as_ref()
+            .expect("the writer runs until finish")
+            .send(full);
+        if sent.is_err() {
+            // The writer stopped: it failed. Its error is the answer.
+            self.join()?;
+            return Err(Error::Failed("the snapshot writer stopped".into()));
         }
         Ok(())
+    }
+
+    /// Ends the writer thread; returns the file once everything sent is
+    /// written.
+    fn join(&mut self) -> Result<Box<dyn epochdb_storage::StorageFile>> {
+        self.to_writer = None;
+        match self.writer.take().expect("joined once").join() {
+            Ok(result) => result,
+            Err(_) => Err(Error::Failed("the snapshot writer panicked".into())),
+        }
     }
 
     /// Writes what is left, syncs the file, renames it to its final name
     /// and syncs the directory. Returns the file's size.
     pub(crate) fn finish(mut self) -> Result<u64> {
-        self.flush()?;
-        self.file.sync()?;
-        drop(self.file);
+        self.hand_over()?;
+        let file = self.join()?;
+        file.sync()?;
+        drop(file);
         self.storage
             .rename(&self.tmp, &self.dir.join(snap_name(self.version)))?;
         self.storage.sync_dir(&self.dir)?;

@@ -244,7 +244,7 @@ impl Log {
         self.dirty[(page % self.geometry.frames as u64) as usize].swap(false, SeqCst)
     }
 
-    /// Copies the log's bytes `[start, end)` (on one page) into `out` for a
+    /// Appends the log's bytes `[start, end)` (on one page) to `out` for a
     /// snapshot: from the page's frame while `epoch` protects it (so the
     /// frame cannot be reused under us), or from the log file if head has
     /// already passed the page (then the page is flushed and synced).
@@ -259,7 +259,7 @@ impl Log {
             start >> self.geometry.page_bits,
             (end - 1) >> self.geometry.page_bits
         );
-        out.clear();
+        let at = out.len();
         epoch.protect();
         if start.max(FIRST_ADDRESS) >= self.head() {
             out.reserve((end - start) as usize);
@@ -270,9 +270,9 @@ impl Log {
             return Ok(());
         }
         epoch.unprotect();
-        out.resize((end - start) as usize, 0);
-        let n = self.file.read_at(start, out)?;
-        if n < out.len() {
+        out.resize(at + (end - start) as usize, 0);
+        let n = self.file.read_at(start, &mut out[at..])?;
+        if n < out.len() - at {
             return Err(Error::Corrupted {
                 file: self.file.path().to_path_buf(),
                 offset: start + n as u64,

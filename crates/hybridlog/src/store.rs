@@ -762,7 +762,6 @@ impl<F: Functions> Store<F> {
             l_e,
         )?;
         let mut pieces = Vec::new();
-        let mut buf = Vec::new();
         for (i, page) in (first_page..end_page).enumerate() {
             let page_start = page << page_bits;
             let reuse = previous.and_then(|(map, prev_l_e)| {
@@ -786,8 +785,10 @@ impl<F: Functions> Store<F> {
             let page_end = (page_start + page_bytes).min(l_e);
             while at < page_end {
                 let end = (at + piece_bytes).min(page_end);
-                log.copy_for_snapshot(&mut driver.epoch, at, end, &mut buf)?;
-                let offset = writer.piece(at, &buf)?;
+                let epoch = &mut driver.epoch;
+                let offset = writer.piece(at, end - at, |out| {
+                    log.copy_for_snapshot(epoch, at, end, out)
+                })?;
                 pieces.push(Piece {
                     address: at,
                     bytes: end - at,
