@@ -355,7 +355,7 @@ impl Index {
     /// Rebuilds an index from a fuzzy copy: tentative entries are dropped
     /// and latch bits cleared (no request survives a restart). An overflow
     /// id beyond the copy is cleared too.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn from_words(buckets: usize, overflow: u64, words: &[u64]) -> Self {
         let index = Index::with_overflow(buckets, overflow);
         assert_eq!(words.len(), (buckets + overflow as usize) * 8);
