@@ -22,8 +22,9 @@
 //!   recovery read (index + log replayed + snapshot pieces, over recovery's
 //!   wall time).
 //! * `shift_modes_during_checkpoints`: two threads RMW uniform keys while a
-//!   third takes log-only fold-over checkpoints back to back; ops/s for the
-//!   fine and the coarse shift, three runs each, alternating.
+//!   third takes log-only checkpoints back to back; ops/s with no
+//!   checkpoint, fold-over with the fine and the coarse shift, snapshot and
+//!   incremental snapshot (fine), three runs each, interleaved.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -218,7 +219,11 @@ fn checkpoint_write_and_recovery_read() {
 
 /// Ops/s of two RMW threads while checkpoints run back to back (or, with
 /// `checkpointing` false, while none runs).
-fn during_checkpoints(shift_mode: ShiftMode, seconds: f64, checkpointing: bool) -> (f64, u64) {
+fn during_checkpoints(
+    shift_mode: ShiftMode,
+    seconds: f64,
+    checkpointing: Option<CheckpointKind>,
+) -> (f64, u64) {
     let keys = 1u64 << 20;
     let config = Config {
         index_buckets: (keys as usize / 4).next_power_of_two(),
@@ -271,13 +276,11 @@ fn during_checkpoints(shift_mode: ShiftMode, seconds: f64, checkpointing: bool) 
     let started = Instant::now();
     let mut checkpoints = 0;
     while started.elapsed().as_secs_f64() < seconds {
-        if !checkpointing {
+        let Some(kind) = checkpointing else {
             std::thread::sleep(Duration::from_millis(10));
             continue;
-        }
-        store
-            .checkpoint_with(false, CheckpointKind::FoldOver)
-            .unwrap();
+        };
+        store.checkpoint_with(false, kind).unwrap();
         checkpoints += 1;
     }
     stop.store(true, Ordering::Relaxed);
@@ -294,10 +297,21 @@ fn during_checkpoints(shift_mode: ShiftMode, seconds: f64, checkpointing: bool) 
 #[test]
 #[ignore = "a measurement"]
 fn shift_modes_during_checkpoints() {
+    let fold = Some(CheckpointKind::FoldOver);
     let variants = [
-        ("no checkpoint", ShiftMode::Fine, false),
-        ("fine", ShiftMode::Fine, true),
-        ("coarse", ShiftMode::Coarse, true),
+        ("no checkpoint", ShiftMode::Fine, None),
+        ("fine, fold-over", ShiftMode::Fine, fold),
+        ("coarse, fold-over", ShiftMode::Coarse, fold),
+        (
+            "fine, snapshot",
+            ShiftMode::Fine,
+            Some(CheckpointKind::Snapshot),
+        ),
+        (
+            "fine, incremental",
+            ShiftMode::Fine,
+            Some(CheckpointKind::IncrementalSnapshot),
+        ),
     ];
     let mut results: Vec<(&str, f64)> = Vec::new();
     for run in 0..3 {
