@@ -437,15 +437,39 @@ fn hybridlog_json_has_phases_checkpoints_and_recovery() {
 }
 
 #[test]
-fn hybridlog_refuses_what_the_crate_lacks() {
-    for (flag, value) in [("--checkpoint", "snapshot"), ("--shift", "coarse")] {
-        let result = epochdb(&["bench", "hybridlog", flag, value]);
-        assert!(!result.status.success());
-        let stderr = String::from_utf8_lossy(&result.stderr);
+fn hybridlog_runs_every_checkpoint_kind_and_shift_and_refuses_a_bad_mix() {
+    for (kind, shift) in [("snapshot", "coarse"), ("incremental", "fine")] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.json");
+        let result = epochdb(&[
+            "bench",
+            "hybridlog",
+            "--keys",
+            "20000",
+            "--duration",
+            "1",
+            "--checkpoint",
+            kind,
+            "--shift",
+            shift,
+            "--checkpoint-at",
+            "0.2,0.6",
+            "--json",
+            out.to_str().unwrap(),
+            "--dir",
+            dir.path().to_str().unwrap(),
+        ]);
         assert!(
-            stderr.contains(flag) && stderr.contains("not available yet"),
-            "{stderr}"
+            result.status.success(),
+            "{kind}/{shift}: {}",
+            String::from_utf8_lossy(&result.stderr)
         );
+        let run = json(&out);
+        assert_eq!(run["config"]["checkpoint"], kind);
+        assert_eq!(run["config"]["shift"], shift);
+        let checkpoints = run["checkpoints"].as_array().unwrap();
+        assert_eq!(checkpoints.len(), 2, "{kind}/{shift}: {checkpoints:?}");
+        assert!(checkpoints.iter().all(|c| c["bytes"].as_u64().unwrap() > 0));
     }
     let result = epochdb(&["bench", "hybridlog", "--mix", "60:30"]);
     assert!(!result.status.success());

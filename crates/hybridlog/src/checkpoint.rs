@@ -1,17 +1,34 @@
-//! On-disk formats of CPR checkpoints (cpr-sigmod19 §6.2–6.3): the
-//! checkpoint metadata and the fuzzy index checkpoint. Both are sequences of
-//! blocks framed by `epochdb_storage::encode_block` (magic, format version,
-//! kind, length, CRC32C), written to a temporary name, synced, renamed and
-//! the directory synced — metadata last, so a checkpoint is whole or absent.
+//! On-disk formats of CPR checkpoints (cpr-sigmod19 §6.2–6.3, Appendix C):
+//! the checkpoint metadata, the fuzzy index checkpoint and the snapshot
+//! files. All are sequences of blocks framed by
+//! `epochdb_storage::encode_block` (magic, format version, kind, length,
+//! CRC32C per block), written to a temporary name, synced, renamed and the
+//! directory synced — metadata last, so a checkpoint is whole or absent.
 //!
 //! ```text
-//! cpr-<version:08x>.meta   one block, kind 1, payload (all u64 LE):
+//! cpr-<version:08x>.meta   one block, kind 1, format version 2, payload (all u64 LE):
 //!   version | l_s | l_e | begin | index_id | l_h | l_i | page_bits
 //!   | next_session_id | sessions n | n × (session id, serial number)
+//!   | kind (0 fold-over, 1 snapshot, 2 incremental snapshot)
+//!   | log segment bits (0: one file log.dat) | snapshot start | pieces m
+//!   | m × (address, bytes, snapshot file version, offset of its block)
+//!   (format version 1, written before snapshots existed, ends after the
+//!   sessions and is read as a fold-over checkpoint)
 //! index-<id:016x>.dat      block kind 2: buckets | overflow buckets
 //!                          blocks kind 3: bucket words, ≤ 128 Ki words each
+//! snap-<version:08x>.dat   magic "HLSN"; block kind 4: version | page_bits
+//!                          | start | end; then blocks kind 5, one per piece:
+//!                          address | the log's bytes [address, address+bytes)
 //! log.dat                  raw pages, file offset = logical address
 //! ```
+//!
+//! A snapshot checkpoint's metadata maps every piece of the log range
+//! `[snapshot start, l_e)` (pieces are page-aligned, at most
+//! [`PIECE_BYTES_MAX`] bytes) to the snapshot file and offset that holds
+//! it. A full snapshot's pieces are all in its own file; an incremental
+//! snapshot writes only the pages changed since the previous snapshot and
+//! maps the others to the older files that hold them (the chain), so
+//! recovery composes the chain by reading each piece where the map says.
 
 use std::path::Path;
 
@@ -23,9 +40,91 @@ use crate::error::{Error, Result};
 const META_MAGIC: u32 = 0x4d43_4c48;
 /// Magic of index checkpoint files ("HLIX").
 const INDEX_MAGIC: u32 = 0x5849_4c48;
-/// Format version of both files.
+/// Magic of snapshot files ("HLSN").
+const SNAP_MAGIC: u32 = 0x4e53_4c48;
+/// Format version of index and snapshot files, and of metadata written
+/// before snapshots existed.
 const FORMAT_VERSION: u16 = 1;
+/// Format version of metadata that names a checkpoint kind and a snapshot
+/// map.
+const META_VERSION: u16 = 2;
 const KIND_META: u16 = 1;
+const KIND_SNAP_HEADER: u16 = 4;
+const KIND_SNAP_PIECE: u16 = 5;
+/// Largest piece of a snapshot (one framed block): a page, or 8 MiB of a
+/// larger page.
+pub(crate) const PIECE_BYTES_MAX: u64 = 8 << 20;
+
+/// How a checkpoint captures version v of the log (cpr-sigmod19
+/// Appendix C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CheckpointKind {
+    /// Fold-over: shift read-only to the checkpoint's end, so the log's own
+    /// flush writes version v to the log file (§6.2.4). Incremental by
+    /// nature, but afterwards every update of a version-v record is a
+    /// read-copy-update to the tail.
+    #[default]
+    FoldOver,
+    /// Snapshot: write the in-memory part of the log up to the
+    /// checkpoint's end to a separate file, leaving the HybridLog as it is,
+    /// so in-place updates resume as soon as the file is written
+    /// (Appendix C).
+    Snapshot,
+    /// A snapshot that writes only the pages changed (updated in place or
+    /// appended to) since the previous snapshot, and refers to the older
+    /// snapshot files for the rest (beyond the paper). Without a previous
+    /// snapshot since the store opened (or after a fold-over checkpoint),
+    /// it is a full snapshot.
+    IncrementalSnapshot,
+}
+
+impl CheckpointKind {
+    fn code(self) -> u64 {
+        match self {
+            CheckpointKind::FoldOver => 0,
+            CheckpointKind::Snapshot => 1,
+            CheckpointKind::IncrementalSnapshot => 2,
+        }
+    }
+
+    fn from_code(code: u64) -> Option<Self> {
+        match code {
+            0 => Some(CheckpointKind::FoldOver),
+            1 => Some(CheckpointKind::Snapshot),
+            2 => Some(CheckpointKind::IncrementalSnapshot),
+            _ => None,
+        }
+    }
+
+    /// Whether the checkpoint writes a snapshot file.
+    pub(crate) fn is_snapshot(self) -> bool {
+        self != CheckpointKind::FoldOver
+    }
+}
+
+/// Where one piece of a snapshot's log range is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// First log address of the piece (page-aligned, or a multiple of
+    /// [`PIECE_BYTES_MAX`] inside a larger page).
+    pub(crate) address: u64,
+    /// Bytes of log it holds.
+    pub(crate) bytes: u64,
+    /// Version of the snapshot file that holds it.
+    pub(crate) file: u32,
+    /// Offset of its block in that file.
+    pub(crate) offset: u64,
+}
+
+/// A snapshot checkpoint's map of `[start, l_e)`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct SnapshotMap {
+    /// First address the snapshot covers (page-aligned); below it, the log
+    /// file holds the checkpoint.
+    pub(crate) start: u64,
+    /// The pieces, in address order, covering `[start, l_e)` exactly.
+    pub(crate) pieces: Vec<Piece>,
+}
 const KIND_INDEX_HEADER: u16 = 2;
 const KIND_INDEX_WORDS: u16 = 3;
 /// Words per index block (1 MiB).
@@ -59,10 +158,26 @@ pub(crate) struct Metadata {
     /// `(session id, serial number)`: everything a session issued up to and
     /// including its serial number is in the checkpoint, and nothing after.
     pub(crate) sessions: Vec<(u64, u64)>,
+    /// How version v was captured.
+    pub(crate) kind: CheckpointKind,
+    /// Snapshot checkpoints: where `[start, l_e)` is stored.
+    pub(crate) snapshot: Option<SnapshotMap>,
+    /// log2 of the log's segment size (0: the log is one file, `log.dat`).
+    pub(crate) segment_bits: u32,
 }
 
 pub(crate) fn meta_name(version: u32) -> String {
     format!("cpr-{version:08x}.meta")
+}
+
+pub(crate) fn snap_name(version: u32) -> String {
+    format!("snap-{version:08x}.dat")
+}
+
+/// The version a snapshot file name stands for.
+pub(crate) fn parse_snap_name(name: &str) -> Option<u32> {
+    let hex = name.strip_prefix("snap-")?.strip_suffix(".dat")?;
+    u32::from_str_radix(hex, 16).ok()
 }
 
 pub(crate) fn index_name(id: u64) -> String {
@@ -93,8 +208,19 @@ impl Metadata {
             put(id);
             put(serial);
         }
+        put(self.kind.code());
+        put(u64::from(self.segment_bits));
+        let map = self.snapshot.clone().unwrap_or_default();
+        put(map.start);
+        put(map.pieces.len() as u64);
+        for piece in &map.pieces {
+            put(piece.address);
+            put(piece.bytes);
+            put(u64::from(piece.file));
+            put(piece.offset);
+        }
         let mut out = Vec::new();
-        encode_block(&mut out, META_MAGIC, FORMAT_VERSION, KIND_META, &payload);
+        encode_block(&mut out, META_MAGIC, META_VERSION, KIND_META, &payload);
         out
     }
 
@@ -110,7 +236,9 @@ impl Metadata {
             Some(Err(e)) => return Err(frame_error(path, e)),
             None => return Err(corrupt(0, "empty metadata file".into())),
         };
-        if block.kind != KIND_META || block.version != FORMAT_VERSION {
+        if block.kind != KIND_META
+            || !(block.version == FORMAT_VERSION || block.version == META_VERSION)
+        {
             return Err(corrupt(
                 0,
                 format!("kind {} version {}", block.kind, block.version),
@@ -121,11 +249,52 @@ impl Metadata {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
             .collect();
-        if words.len() < 10 || words.len() != 10 + 2 * words[9] as usize {
-            return Err(corrupt(16, "metadata payload has the wrong length".into()));
+        let wrong_length = || corrupt(16, "metadata payload has the wrong length".into());
+        if words.len() < 10 || block.payload.len() % 8 != 0 {
+            return Err(wrong_length());
         }
-        let version = u32::try_from(words[0]).map_err(|_| corrupt(16, "version".into()))?;
+        let sessions_end = 10usize
+            .checked_add(
+                usize::try_from(words[9])
+                    .ok()
+                    .and_then(|n| n.checked_mul(2))
+                    .ok_or_else(wrong_length)?,
+            )
+            .ok_or_else(wrong_length)?;
         let page_bits = u32::try_from(words[7]).map_err(|_| corrupt(72, "page bits".into()))?;
+        let (kind, snapshot, segment_bits) = if block.version == FORMAT_VERSION {
+            if words.len() != sessions_end {
+                return Err(wrong_length());
+            }
+            (CheckpointKind::FoldOver, None, 0)
+        } else {
+            let tail = words.get(sessions_end..).ok_or_else(wrong_length)?;
+            if tail.len() < 4 || (tail.len() - 4) as u64 != tail[3].saturating_mul(4) {
+                return Err(wrong_length());
+            }
+            let kind = CheckpointKind::from_code(tail[0])
+                .ok_or_else(|| corrupt(16, format!("checkpoint kind {}", tail[0])))?;
+            let mut pieces = Vec::with_capacity(tail[3] as usize);
+            for p in tail[4..].chunks_exact(4) {
+                let file = u32::try_from(p[2]).map_err(|_| corrupt(16, "snapshot file".into()))?;
+                pieces.push(Piece {
+                    address: p[0],
+                    bytes: p[1],
+                    file,
+                    offset: p[3],
+                });
+            }
+            let snapshot = kind.is_snapshot().then_some(SnapshotMap {
+                start: tail[2],
+                pieces,
+            });
+            let segment_bits = u32::try_from(tail[1])
+                .ok()
+                .filter(|&b| b == 0 || (page_bits..64).contains(&b))
+                .ok_or_else(|| corrupt(16, format!("segment bits {}", tail[1])))?;
+            (kind, snapshot, segment_bits)
+        };
+        let version = u32::try_from(words[0]).map_err(|_| corrupt(16, "version".into()))?;
         let meta = Metadata {
             version,
             l_s: words[1],
@@ -136,14 +305,35 @@ impl Metadata {
             l_i: words[6],
             page_bits,
             next_session_id: words[8],
-            sessions: words[10..].chunks_exact(2).map(|p| (p[0], p[1])).collect(),
+            sessions: words[10..sessions_end]
+                .chunks_exact(2)
+                .map(|p| (p[0], p[1]))
+                .collect(),
+            kind,
+            snapshot,
+            segment_bits,
         };
-        if !(meta.begin <= meta.l_h
+        // Begin may pass l_h: the log was truncated after the index
+        // checkpoint (recovery replays from the higher of the two).
+        if !(meta.begin <= meta.l_s
             && meta.l_h <= meta.l_i
             && meta.l_i <= meta.l_s
             && meta.l_s <= meta.l_e)
         {
             return Err(corrupt(16, format!("addresses out of order: {meta:?}")));
+        }
+        if let Some(map) = &meta.snapshot {
+            // The pieces must tile [start, l_e) exactly.
+            let mut at = map.start;
+            for piece in &map.pieces {
+                if piece.address != at || piece.bytes == 0 || piece.bytes > PIECE_BYTES_MAX {
+                    return Err(corrupt(16, format!("snapshot map broken at {at}")));
+                }
+                at += piece.bytes;
+            }
+            if at != meta.l_e || map.start > meta.l_e {
+                return Err(corrupt(16, "snapshot map does not end at l_e".into()));
+            }
         }
         Ok(meta)
     }
@@ -224,54 +414,317 @@ pub(crate) fn write_index(
     write_durably(storage, dir, &index_name(id), &out)
 }
 
-/// Reads a fuzzy index checkpoint: `(buckets, overflow buckets, words)`.
-pub(crate) fn read_index(storage: &dyn Storage, path: &Path) -> Result<(usize, u64, Vec<u64>)> {
-    let data = storage.read(path)?;
-    let mut header = None;
-    let mut words = Vec::new();
+/// Reads a fuzzy index checkpoint into a new index, block by block (no
+/// copy of the whole file in memory): returns the index and the bytes of
+/// bucket words loaded.
+pub(crate) fn read_index(storage: &dyn Storage, path: &Path) -> Result<(crate::index::Index, u64)> {
+    let file = storage.open(path)?;
+    let corrupt = |offset: u64, reason: String| Error::Corrupted {
+        file: path.to_path_buf(),
+        offset,
+        reason,
+    };
     let mut offset = 0u64;
-    for block in blocks(&data, INDEX_MAGIC) {
-        let (at, block) = block.map_err(|e| frame_error(path, e))?;
-        offset = at as u64;
-        match block.kind {
-            KIND_INDEX_HEADER if header.is_none() && block.payload.len() == 16 => {
+    let mut buf = Vec::new();
+    let mut index: Option<(crate::index::Index, usize, u64)> = None;
+    let mut loaded_words = 0usize;
+    loop {
+        let mut header = [0u8; epochdb_storage::BLOCK_HEADER_BYTES];
+        let n = file.read_at(offset, &mut header)?;
+        if n == 0 {
+            break;
+        }
+        let len = if n == header.len() {
+            u32::from_le_bytes(header[8..12].try_into().expect("4")) as usize
+        } else {
+            0
+        };
+        let total =
+            epochdb_storage::BLOCK_HEADER_BYTES + len.min(epochdb_storage::BLOCK_PAYLOAD_MAX_BYTES);
+        buf.resize(total, 0);
+        let n = file.read_at(offset, &mut buf)?;
+        buf.truncate(n);
+        let block = match epochdb_storage::decode_block(&buf, 0, INDEX_MAGIC) {
+            Ok(Some((block, _))) => block,
+            Ok(None) => break,
+            Err(e) => {
+                let mut error = frame_error(path, e);
+                if let Error::Corrupted { offset: at, .. } = &mut error {
+                    *at += offset;
+                }
+                return Err(error);
+            }
+        };
+        match (block.kind, &index) {
+            (KIND_INDEX_HEADER, None) if block.payload.len() == 16 => {
                 let b = u64::from_le_bytes(block.payload[..8].try_into().expect("8"));
                 let o = u64::from_le_bytes(block.payload[8..].try_into().expect("8"));
-                header = Some((b as usize, o));
+                if !b.is_power_of_two() || b > 1 << 40 || o > 1 << 40 {
+                    return Err(corrupt(
+                        offset,
+                        format!("index of {b} buckets, {o} overflow"),
+                    ));
+                }
+                let total_words = (b + o) as usize * 8;
+                index = Some((
+                    crate::index::Index::with_overflow(b as usize, o),
+                    total_words,
+                    o,
+                ));
             }
-            KIND_INDEX_WORDS if header.is_some() => {
-                words.extend(
-                    block
-                        .payload
-                        .chunks_exact(8)
-                        .map(|c| u64::from_le_bytes(c.try_into().expect("8"))),
-                );
+            (KIND_INDEX_WORDS, Some((idx, total_words, _)))
+                if block.payload.len() % 64 == 0
+                    && loaded_words + block.payload.len() / 8 <= *total_words =>
+            {
+                let words: Vec<u64> = block
+                    .payload
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
+                    .collect();
+                idx.load_words(loaded_words / 8, &words);
+                loaded_words += words.len();
             }
-            kind => {
-                return Err(Error::Corrupted {
-                    file: path.to_path_buf(),
-                    offset,
-                    reason: format!("unexpected block kind {kind}"),
-                })
+            (kind, _) => {
+                return Err(corrupt(offset, format!("unexpected block kind {kind}")));
             }
         }
+        offset += buf.len() as u64;
     }
-    let (buckets, overflow) = header.ok_or_else(|| Error::Corrupted {
-        file: path.to_path_buf(),
-        offset: 0,
-        reason: "no index header".into(),
-    })?;
-    if !buckets.is_power_of_two() || words.len() != (buckets + overflow as usize) * 8 {
-        return Err(Error::Corrupted {
-            file: path.to_path_buf(),
+    let Some((index, total_words, _)) = index else {
+        return Err(corrupt(0, "no index header".into()));
+    };
+    if loaded_words != total_words {
+        return Err(corrupt(
             offset,
-            reason: format!(
-                "index of {buckets} buckets and {overflow} overflow buckets has {} words",
-                words.len()
-            ),
-        });
+            format!("index has {loaded_words} of its {total_words} words"),
+        ));
     }
-    Ok((buckets, overflow, words))
+    Ok((index, loaded_words as u64 * 8))
+}
+
+/// Writes a snapshot file as it is produced, piece by piece:
+/// `snap-<version>.dat.tmp`, then [`SnapshotWriter::finish`] syncs it,
+/// renames it into place and syncs the directory. Its metadata (written
+/// after) is what makes it part of a checkpoint.
+///
+/// The caller copies pieces into 8 MiB buffers; a writer thread writes each
+/// buffer at the next offset and syncs every [`SNAP_SYNC_BYTES`], so the
+/// disk works while the next pieces are copied and checksummed (a single
+/// sync at the end would leave the disk idle until then). Any error of the
+/// writer thread is returned by the next [`SnapshotWriter::piece`] or by
+/// `finish`.
+pub(crate) struct SnapshotWriter<'s> {
+    storage: &'s dyn Storage,
+    dir: std::path::PathBuf,
+    version: u32,
+    tmp: std::path::PathBuf,
+    to_writer: Option<crossbeam_channel::Sender<Vec<u8>>>,
+    spare: crossbeam_channel::Receiver<Vec<u8>>,
+    writer: Option<std::thread::JoinHandle<Result<Box<dyn epochdb_storage::StorageFile>>>>,
+    buf: Vec<u8>,
+    /// Bytes of the file so far (including `buf`).
+    pub(crate) written: u64,
+}
+
+/// Bytes gathered before one write (sequential writes of this size run at
+/// the disk's speed).
+const SNAP_WRITE_BYTES: usize = 8 << 20;
+/// Bytes written between two syncs of a snapshot file being written.
+const SNAP_SYNC_BYTES: u64 = 32 << 20;
+
+impl<'s> SnapshotWriter<'s> {
+    /// Starts `snap-<version>.dat.tmp` (replacing a leftover) with its
+    /// header block.
+    pub(crate) fn create(
+        storage: &'s dyn Storage,
+        dir: &Path,
+        version: u32,
+        page_bits: u32,
+        start: u64,
+        end: u64,
+    ) -> Result<Self> {
+        let tmp = dir.join(format!(
+            "{}{}",
+            snap_name(version),
+            epochdb_storage::TMP_SUFFIX
+        ));
+        if storage.exists(&tmp)? {
+            storage.remove(&tmp)?;
+        }
+        let file = storage.create(&tmp)?;
+        let mut header = Vec::with_capacity(32);
+        for x in [u64::from(version), u64::from(page_bits), start, end] {
+            header.extend_from_slice(&x.to_le_bytes());
+        }
+        let mut buf = Vec::with_capacity(SNAP_WRITE_BYTES + (PIECE_BYTES_MAX as usize) + 64);
+        encode_block(
+            &mut buf,
+            SNAP_MAGIC,
+            FORMAT_VERSION,
+            KIND_SNAP_HEADER,
+            &header,
+        );
+        let written = buf.len() as u64;
+        let (to_writer, from_main) = crossbeam_channel::bounded::<Vec<u8>>(1);
+        let (to_spare, spare) = crossbeam_channel::bounded::<Vec<u8>>(2);
+        let writer = std::thread::Builder::new()
+            .name("hybridlog-snapshot".into())
+            .spawn(move || -> Result<Box<dyn epochdb_storage::StorageFile>> {
+                let mut at = 0u64;
+                let mut unsynced = 0u64;
+                for mut chunk in from_main {
+                    file.write_at(at, &chunk)?;
+                    at += chunk.len() as u64;
+                    unsynced += chunk.len() as u64;
+                    if unsynced >= SNAP_SYNC_BYTES {
+                        file.sync()?;
+                        unsynced = 0;
+                    }
+                    chunk.clear();
+                    let _ = to_spare.try_send(chunk);
+                }
+                Ok(file)
+            })
+            .expect("spawn the snapshot writer");
+        Ok(SnapshotWriter {
+            storage,
+            dir: dir.to_path_buf(),
+            version,
+            tmp,
+            to_writer: Some(to_writer),
+            spare,
+            writer: Some(writer),
+            buf,
+            written,
+        })
+    }
+
+    /// Appends a piece of log at `address`, `bytes` long (at most
+    /// [`PIECE_BYTES_MAX`]), whose bytes `fill` appends to the vector it is
+    /// given; returns the offset of the piece's block.
+    pub(crate) fn piece(
+        &mut self,
+        address: u64,
+        bytes: u64,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+    ) -> Result<u64> {
+        debug_assert!(bytes <= PIECE_BYTES_MAX);
+        let offset = self.written;
+        let start = self.buf.len();
+        self.buf
+            .resize(start + epochdb_storage::BLOCK_HEADER_BYTES, 0);
+        self.buf.extend_from_slice(&address.to_le_bytes());
+        fill(&mut self.buf)?;
+        assert_eq!(
+            (self.buf.len() - start) as u64,
+            epochdb_storage::BLOCK_HEADER_BYTES as u64 + 8 + bytes,
+            "a snapshot piece got the wrong number of bytes"
+        );
+        epochdb_storage::seal_block(
+            &mut self.buf[start..],
+            SNAP_MAGIC,
+            FORMAT_VERSION,
+            KIND_SNAP_PIECE,
+        );
+        self.written += (self.buf.len() - start) as u64;
+        if self.buf.len() >= SNAP_WRITE_BYTES {
+            self.hand_over()?;
+        }
+        Ok(offset)
+    }
+
+    /// Sends the gathered bytes to the writer thread.
+    fn hand_over(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let next = self.spare.try_recv().unwrap_or_else(|_| {
+            Vec::with_capacity(SNAP_WRITE_BYTES + (PIECE_BYTES_MAX as usize) + 64)
+        });
+        let full = std::mem::replace(&mut self.buf, next);
+        let sent = self
+            .to_writer
+            .as_ref()
+            .expect("the writer runs until finish")
+            .send(full);
+        if sent.is_err() {
+            // The writer stopped: it failed. Its error is the answer.
+            self.join()?;
+            return Err(Error::Failed("the snapshot writer stopped".into()));
+        }
+        Ok(())
+    }
+
+    /// Ends the writer thread; returns the file once everything sent is
+    /// written.
+    fn join(&mut self) -> Result<Box<dyn epochdb_storage::StorageFile>> {
+        self.to_writer = None;
+        match self.writer.take().expect("joined once").join() {
+            Ok(result) => result,
+            Err(_) => Err(Error::Failed("the snapshot writer panicked".into())),
+        }
+    }
+
+    /// Writes what is left, syncs the file, renames it to its final name
+    /// and syncs the directory. Returns the file's size.
+    pub(crate) fn finish(mut self) -> Result<u64> {
+        self.hand_over()?;
+        let file = self.join()?;
+        file.sync()?;
+        drop(file);
+        self.storage
+            .rename(&self.tmp, &self.dir.join(snap_name(self.version)))?;
+        self.storage.sync_dir(&self.dir)?;
+        Ok(self.written)
+    }
+}
+
+/// Reads one piece of a snapshot: the block at `piece.offset` of
+/// `snap-<piece.file>.dat`, checked (CRC32C, kind, address, length).
+pub(crate) fn read_piece(
+    file: &dyn epochdb_storage::StorageFile,
+    piece: &Piece,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
+    let total = epochdb_storage::BLOCK_HEADER_BYTES + 8 + piece.bytes as usize;
+    buf.resize(total, 0);
+    let n = file.read_at(piece.offset, buf)?;
+    let corrupt = |reason: String| Error::Corrupted {
+        file: file.path().to_path_buf(),
+        offset: piece.offset,
+        reason,
+    };
+    if n < total {
+        return Err(corrupt(format!(
+            "snapshot file ends inside the piece at {}",
+            piece.address
+        )));
+    }
+    match epochdb_storage::decode_block(buf, 0, SNAP_MAGIC) {
+        Ok(Some((block, _))) => {
+            if block.kind != KIND_SNAP_PIECE
+                || block.version != FORMAT_VERSION
+                || block.payload.len() != 8 + piece.bytes as usize
+                || block.payload[..8] != piece.address.to_le_bytes()
+            {
+                return Err(corrupt(format!(
+                    "not the piece of log address {} (kind {})",
+                    piece.address, block.kind
+                )));
+            }
+        }
+        Ok(None) => return Err(corrupt("empty".into())),
+        Err(e) => {
+            let mut error = frame_error(file.path(), e);
+            if let Error::Corrupted { offset, .. } = &mut error {
+                *offset += piece.offset;
+            }
+            return Err(error);
+        }
+    }
+    // The log's bytes, in place of the frame.
+    buf.drain(..epochdb_storage::BLOCK_HEADER_BYTES + 8);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -283,7 +736,7 @@ mod tests {
         let meta = Metadata {
             version: 3,
             l_s: 4096,
-            l_e: 8192,
+            l_e: 8384,
             begin: 64,
             index_id: 2,
             l_h: 64,
@@ -291,6 +744,25 @@ mod tests {
             page_bits: 12,
             next_session_id: 9,
             sessions: vec![(1, 100), (2, 7)],
+            kind: CheckpointKind::IncrementalSnapshot,
+            segment_bits: 14,
+            snapshot: Some(SnapshotMap {
+                start: 4096,
+                pieces: vec![
+                    Piece {
+                        address: 4096,
+                        bytes: 4096,
+                        file: 2,
+                        offset: 48,
+                    },
+                    Piece {
+                        address: 8192,
+                        bytes: 192,
+                        file: 3,
+                        offset: 48,
+                    },
+                ],
+            }),
         };
         let bytes = meta.encode();
         assert_eq!(Metadata::decode(Path::new("m"), &bytes).unwrap(), meta);

@@ -355,17 +355,38 @@ impl Index {
     /// Rebuilds an index from a fuzzy copy: tentative entries are dropped
     /// and latch bits cleared (no request survives a restart). An overflow
     /// id beyond the copy is cleared too.
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn from_words(buckets: usize, overflow: u64, words: &[u64]) -> Self {
-        let index = Index::new(buckets);
+        let index = Index::with_overflow(buckets, overflow);
         assert_eq!(words.len(), (buckets + overflow as usize) * 8);
+        index.load_words(0, words);
+        index
+    }
+
+    /// An empty index of `buckets` primary and `overflow` allocated
+    /// overflow buckets, for [`Index::load_words`].
+    pub(crate) fn with_overflow(buckets: usize, overflow: u64) -> Self {
+        let index = Index::new(buckets);
         for _ in 0..overflow {
             index.allocate_overflow();
         }
+        index
+    }
+
+    /// Loads whole buckets of a fuzzy copy (recovery, single-threaded):
+    /// `words` are the words of buckets `first_bucket..` in the order
+    /// [`Index::fuzzy_words`] wrote them (primary, then overflow).
+    /// Tentative entries are dropped; overflow links past the pool end are
+    /// cut.
+    pub(crate) fn load_words(&self, first_bucket: usize, words: &[u64]) {
+        let buckets = self.buckets.len();
+        let overflow = self.next_overflow.load(Relaxed);
         for (i, chunk) in words.chunks_exact(8).enumerate() {
+            let i = first_bucket + i;
             let bucket = if i < buckets {
-                &index.buckets[i]
+                &self.buckets[i]
             } else {
-                index.overflow_bucket((i - buckets) as u64 + 1)
+                self.overflow_bucket((i - buckets) as u64 + 1)
             };
             for (slot, &word) in bucket.words[..BUCKET_ENTRIES].iter().zip(chunk) {
                 let word = if word & TENTATIVE_BIT != 0 { 0 } else { word };
@@ -375,7 +396,6 @@ impl Index {
             let next = if next > overflow { 0 } else { next };
             bucket.overflow().store(next, Relaxed);
         }
-        index
     }
 
     /// Sets `hash`'s entry to `address` (recovery's replay, single-threaded).

@@ -4,6 +4,7 @@
 //! and sends it back on the session's own channel, where
 //! `complete_pending` picks it up.
 
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -71,13 +72,28 @@ pub(crate) enum IoMessage {
     Stop,
 }
 
-/// The I/O thread's loop: serves requests until told to stop.
-pub(crate) fn io_loop(file: Arc<dyn StorageFile>, requests: Receiver<IoMessage>, limit: usize) {
+/// The I/O thread's loop: serves requests until told to stop. A record
+/// below `begin` (the log was truncated under the request) is answered
+/// with no bytes: the key is not there.
+pub(crate) fn io_loop(
+    file: Arc<dyn StorageFile>,
+    begin: Arc<crate::log::Log>,
+    requests: Receiver<IoMessage>,
+    limit: usize,
+) {
     for message in requests {
         let IoMessage::Read(request) = message else {
             return;
         };
-        let bytes = read_record(file.as_ref(), request.address, limit);
+        let below_begin = |log: &crate::log::Log| request.address < log.begin.load(SeqCst);
+        let bytes = if below_begin(&begin) {
+            Ok(Vec::new())
+        } else {
+            match read_record(file.as_ref(), request.address, limit) {
+                Err(_) if below_begin(&begin) => Ok(Vec::new()),
+                other => other,
+            }
+        };
         // A session that stopped no longer listens; nothing to do then.
         let _ = request.reply.send(IoDone {
             token: request.token,

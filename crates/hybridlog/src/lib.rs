@@ -53,14 +53,16 @@ mod io;
 mod log;
 mod record;
 mod recovery;
+mod segment;
 mod session;
 mod state;
 mod store;
 mod sync;
 
+pub use checkpoint::CheckpointKind;
 pub use epochdb_storage::{CrashMode, RealStorage, SimStorage, Storage};
 pub use error::{Error, Result};
 pub use functions::{AddU64, Functions, Value};
 pub use session::{Completed, OpKind, Session, Status};
 pub use state::{Phase, SystemState};
-pub use store::{CheckpointInfo, Config, LogAddresses, RecoveredInfo, Store};
+pub use store::{CheckpointInfo, Config, LogAddresses, RecoveredInfo, ShiftMode, Store};

@@ -94,6 +94,9 @@ pub(crate) struct Log {
     flush_cv: Condvar,
     /// Set by the first failed write or sync: nothing is durable any more.
     failed: AtomicBool,
+    /// Per frame: a record on its page was updated in place since the last
+    /// snapshot checkpoint took the bit (incremental snapshots).
+    dirty: Box<[AtomicBool]>,
 }
 
 #[derive(Debug, Default)]
@@ -127,6 +130,7 @@ impl Log {
         file: Arc<dyn StorageFile>,
         tail: u64,
         last_page: &[u8],
+        begin: u64,
     ) -> Arc<Log> {
         let page_words = (geometry.page_bytes() / 8) as usize;
         let frames: Box<[Box<[AtomicU64]>]> = (0..geometry.frames)
@@ -154,7 +158,7 @@ impl Log {
             frames,
             tail: CachePadded::new(AtomicU64::new(pack(page, offset))),
             opened: AtomicU64::new(page),
-            begin: AtomicU64::new(FIRST_ADDRESS),
+            begin: AtomicU64::new(begin.max(FIRST_ADDRESS)),
             head: CachePadded::new(AtomicU64::new(head)),
             safe_head: CachePadded::new(AtomicU64::new(head)),
             read_only: CachePadded::new(AtomicU64::new(tail)),
@@ -164,6 +168,9 @@ impl Log {
             flush_lock: Mutex::new(FlushState::default()),
             flush_cv: Condvar::new(),
             failed: AtomicBool::new(false),
+            dirty: (0..geometry.frames)
+                .map(|_| AtomicBool::new(false))
+                .collect(),
         })
     }
 
@@ -216,6 +223,63 @@ impl Log {
         let frame = &self.frames[(page % self.geometry.frames as u64) as usize];
         let start = ((address & (self.geometry.page_bytes() - 1)) >> 3) as usize;
         &frame[start..start + count]
+    }
+
+    /// Notes that a record at `address` (in memory) was updated in place,
+    /// after the update's stores. A load before the store keeps the common
+    /// case (already marked) free of writes to a shared line; the snapshot
+    /// that takes the bit waits one epoch before copying, so an update that
+    /// saw the bit set has finished by then (see `Store`'s snapshot).
+    #[inline]
+    pub(crate) fn mark_dirty(&self, address: u64) {
+        let page = address >> self.geometry.page_bits;
+        let bit = &self.dirty[(page % self.geometry.frames as u64) as usize];
+        if !bit.load(Relaxed) {
+            bit.store(true, SeqCst);
+        }
+    }
+
+    /// Takes (clears and returns) the dirty bit of `page`'s frame.
+    pub(crate) fn take_dirty(&self, page: u64) -> bool {
+        self.dirty[(page % self.geometry.frames as u64) as usize].swap(false, SeqCst)
+    }
+
+    /// Appends the log's bytes `[start, end)` (on one page) to `out` for a
+    /// snapshot: from the page's frame while `epoch` protects it (so the
+    /// frame cannot be reused under us), or from the log file if head has
+    /// already passed the page (then the page is flushed and synced).
+    pub(crate) fn copy_for_snapshot(
+        &self,
+        epoch: &mut epochdb_epoch::EpochHandle,
+        start: u64,
+        end: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        debug_assert_eq!(
+            start >> self.geometry.page_bits,
+            (end - 1) >> self.geometry.page_bits
+        );
+        let at = out.len();
+        epoch.protect();
+        if start.max(FIRST_ADDRESS) >= self.head() {
+            out.reserve((end - start) as usize);
+            for word in self.words(start, ((end - start) / 8) as usize) {
+                out.extend_from_slice(&word.load(Acquire).to_le_bytes());
+            }
+            epoch.unprotect();
+            return Ok(());
+        }
+        epoch.unprotect();
+        out.resize(at + (end - start) as usize, 0);
+        let n = self.file.read_at(start, &mut out[at..])?;
+        if n < out.len() - at {
+            return Err(Error::Corrupted {
+                file: self.file.path().to_path_buf(),
+                offset: start + n as u64,
+                reason: "the log file ends below head".into(),
+            });
+        }
+        Ok(())
     }
 
     /// Largest record the log takes.

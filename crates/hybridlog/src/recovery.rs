@@ -22,29 +22,42 @@
 
 use std::path::Path;
 
+use std::sync::Arc;
+
 use epochdb_storage::{Storage, StorageFile};
 
 use crate::address::FIRST_ADDRESS;
-use crate::checkpoint::{self, index_name, meta_name, parse_meta_name, Metadata};
+use crate::checkpoint::{
+    self, index_name, meta_name, parse_meta_name, parse_snap_name, snap_name, Metadata,
+};
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::record::{hash_key, record_bytes, record_version, split_lengths, Header};
+use crate::segment::{SegmentedFile, LOG_NAME};
 use crate::store::{Config, FRESH_TAIL};
 
-/// The log file's name in the store's directory.
-pub(crate) const LOG_NAME: &str = "log.dat";
+/// The segment size a new log uses: `requested` (0: one file), at least a
+/// page.
+pub(crate) fn segment_bits(requested: u32, page_bits: u32) -> u32 {
+    if requested == 0 {
+        0
+    } else {
+        requested.max(page_bits)
+    }
+}
 
 /// What recovery hands to `Store::open`.
 pub(crate) struct RecoveredState {
     pub(crate) meta: Option<Metadata>,
     pub(crate) index: Index,
-    pub(crate) file: Box<dyn StorageFile>,
+    pub(crate) file: SegmentedFile,
     pub(crate) page_bits: u32,
     pub(crate) tail: u64,
     pub(crate) last_page: Vec<u8>,
     pub(crate) log_bytes: u64,
     pub(crate) index_bytes: u64,
     pub(crate) invalidated: usize,
+    pub(crate) snapshot_bytes: u64,
 }
 
 fn u64_at(buf: &[u8], at: usize) -> u64 {
@@ -52,10 +65,11 @@ fn u64_at(buf: &[u8], at: usize) -> u64 {
 }
 
 pub(crate) fn recover(
-    storage: &dyn Storage,
+    storage_arc: &Arc<dyn Storage>,
     dir: &Path,
     config: &Config,
 ) -> Result<RecoveredState> {
+    let storage = storage_arc.as_ref();
     let names = storage.list(dir)?;
     let mut removed = false;
     for name in names
@@ -66,19 +80,18 @@ pub(crate) fn recover(
         removed = true;
     }
     let newest = names.iter().filter_map(|n| parse_meta_name(n)).max();
-    let log_path = dir.join(LOG_NAME);
     let Some(version) = newest else {
-        // A fresh store: any log bytes from a life without a checkpoint are
-        // unreachable; start the file empty.
-        let mut file = if names.iter().any(|n| n == LOG_NAME) {
-            storage.open(&log_path)?
-        } else {
-            let file = storage.create(&log_path)?;
-            removed = true;
-            file
-        };
-        file.truncate(0)?;
-        file.sync()?;
+        // A fresh store: any log bytes (and snapshot files) from a life
+        // without a checkpoint are unreachable; start with no log files.
+        for name in &names {
+            let log_file = name == LOG_NAME || (name.starts_with("log-") && name.ends_with(".seg"));
+            if log_file || parse_snap_name(name).is_some() {
+                storage.remove(&dir.join(name))?;
+                removed = true;
+            }
+        }
+        let bits = segment_bits(config.log_segment_bits, config.page_bits);
+        let file = SegmentedFile::open(storage_arc.clone(), dir, bits)?;
         if removed {
             storage.sync_dir(dir)?;
         }
@@ -92,26 +105,27 @@ pub(crate) fn recover(
             log_bytes: 0,
             index_bytes: 0,
             invalidated: 0,
+            snapshot_bytes: 0,
         });
     };
     let meta = checkpoint::read_metadata(storage, &dir.join(meta_name(version)))?;
     let index_path = dir.join(index_name(meta.index_id));
-    let (buckets, overflow, words) = checkpoint::read_index(storage, &index_path)?;
-    let index_bytes = words.len() as u64 * 8;
-    let index = Index::from_words(buckets, overflow, &words);
-    drop(words);
-    let file = storage.open(&log_path)?;
+    let (index, index_bytes) = checkpoint::read_index(storage, &index_path)?;
+    let file = SegmentedFile::open(storage_arc.clone(), dir, meta.segment_bits)?;
+    let log_path = file.path().to_path_buf();
     let page_bits = meta.page_bits;
-    let invalid = replay(file.as_ref(), &log_path, &index, &meta)?;
+    let snapshot_bytes = restore_snapshot(storage, dir, &file, &meta)?;
+    let invalid = replay(&file, &log_path, &index, &meta)?;
     for &address in &invalid {
         let mut word = [0u8; 8];
         file.read_at(address, &mut word)?;
         let header = Header(u64::from_le_bytes(word)).with_invalid();
         file.write_at(address, &header.0.to_le_bytes())?;
     }
-    if !invalid.is_empty() {
-        file.sync()?;
-    }
+    // Neither these marks nor the restored snapshot pieces are synced
+    // here: until the next checkpoint's metadata (which syncs the log files
+    // first) they are redone by any later recovery from the same
+    // checkpoint, whose files stay until then.
     if removed {
         storage.sync_dir(dir)?;
     }
@@ -133,12 +147,52 @@ pub(crate) fn recover(
         log_bytes: meta.l_e - meta.l_h,
         index_bytes,
         invalidated: invalid.len(),
+        snapshot_bytes,
         meta: Some(meta),
         index,
         file,
         page_bits,
         last_page,
     })
+}
+
+/// A snapshot checkpoint (Appendix C): copies every piece of
+/// `[snapshot start, l_e)` from the snapshot files its map names (composing
+/// an incremental chain) into the log file at its address, so that the log
+/// file holds version v up to `l_e` and records there can be read from
+/// disk like any other. Returns the bytes copied. Not synced here: the next
+/// checkpoint syncs the log files before its metadata, and until then the
+/// snapshot files are kept and a recovery copies them again.
+/// The log file's bytes in that range (flushed after the checkpoint, with
+/// later in-place updates) are overwritten; doing it again after a crash
+/// gives the same file.
+fn restore_snapshot(
+    storage: &dyn Storage,
+    dir: &Path,
+    log: &dyn StorageFile,
+    meta: &Metadata,
+) -> Result<u64> {
+    let Some(map) = &meta.snapshot else {
+        return Ok(0);
+    };
+    let mut files: std::collections::HashMap<u32, Box<dyn StorageFile>> =
+        std::collections::HashMap::new();
+    let mut buf = Vec::new();
+    let mut bytes = 0;
+    for piece in &map.pieces {
+        let file = match files.entry(piece.file) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(storage.open(&dir.join(snap_name(piece.file)))?)
+            }
+        };
+        checkpoint::read_piece(file.as_ref(), piece, &mut buf)?;
+        // Nothing is ever written below the first address.
+        let skip = FIRST_ADDRESS.saturating_sub(piece.address).min(piece.bytes) as usize;
+        log.write_at(piece.address + skip as u64, &buf[skip..])?;
+        bytes += piece.bytes;
+    }
+    Ok(bytes)
 }
 
 /// Replays `[l_h, l_e)` into `index`; returns the addresses of the
@@ -149,7 +203,9 @@ fn replay(file: &dyn StorageFile, path: &Path, index: &Index, meta: &Metadata) -
     let excluded = record_version(meta.version + 1);
     let mut invalid = Vec::new();
     let mut buf = Vec::new();
-    let mut address = meta.l_h;
+    // Below begin the log was truncated: records there are gone (§ log
+    // truncation in the README).
+    let mut address = meta.l_h.max(meta.begin);
     while address < meta.l_e {
         let page_start = (address >> meta.page_bits) << meta.page_bits;
         let page_end = (page_start + page_bytes).min(meta.l_e);
@@ -196,21 +252,23 @@ fn replay(file: &dyn StorageFile, path: &Path, index: &Index, meta: &Metadata) -
     Ok(invalid)
 }
 
-/// Removes metadata older than `version` and index files other than
-/// `index_id`, once checkpoint `version` is durable. Log space is not
-/// reclaimed (no truncation yet).
+/// Removes metadata older than `version`, index files other than
+/// `index_id` and snapshot files other than `snapshots`, once checkpoint
+/// `version` is durable.
 pub(crate) fn remove_old_checkpoints(
     storage: &dyn Storage,
     dir: &Path,
     version: u32,
     index_id: u64,
+    snapshots: &[u32],
 ) -> Result<()> {
     let keep_index = index_name(index_id);
     let mut removed = false;
     for name in storage.list(dir)? {
         let old_meta = parse_meta_name(&name).is_some_and(|v| v < version);
         let old_index = name.starts_with("index-") && name.ends_with(".dat") && name != keep_index;
-        if old_meta || old_index {
+        let old_snapshot = parse_snap_name(&name).is_some_and(|s| !snapshots.contains(&s));
+        if old_meta || old_index || old_snapshot {
             storage.remove(&dir.join(&name))?;
             removed = true;
         }

@@ -38,7 +38,7 @@ use crate::record::{
     RECORD_HEADER_BYTES,
 };
 use crate::state::{Phase, SystemState};
-use crate::store::Inner;
+use crate::store::{Inner, ShiftMode};
 
 /// Operations between two automatic epoch refreshes.
 const REFRESH_EVERY_OPS: u32 = 64;
@@ -603,6 +603,12 @@ impl<F: Functions> Session<F> {
             self.pending.push(request);
             return Ok(());
         };
+        if bytes.is_empty() {
+            // Below begin: the log was truncated; the key is not there.
+            request.io = IoState::Done(start, Vec::new());
+            self.pending.push(request);
+            return Ok(());
+        }
         let header = Header(u64::from_le_bytes(bytes[..8].try_into().expect("8")));
         if !header.invalid() && key_matches_bytes(&bytes, &request.key) {
             request.io = IoState::Done(start, bytes);
@@ -744,14 +750,27 @@ impl<F: Functions> Session<F> {
             self.local.phase
         };
         let bucket = inner.index.bucket(hash);
-        if mode == Phase::Prepare && !*latched {
+        let coarse = inner.shift_mode == ShiftMode::Coarse;
+        if mode == Phase::Prepare && !*latched && (old_request || !coarse) {
             // Algorithm 3: a bucket we cannot share-latch is being shifted.
             if !bucket.try_shared() {
                 return Outcome::Shift;
             }
             *latched = true;
         }
-        let outcome = self.update_attempt(op, key, hash, version, mode, old_request, disk, scratch);
+        let mut outcome =
+            self.update_attempt(op, key, hash, version, mode, old_request, disk, scratch);
+        if mode == Phase::Prepare && !*latched && matches!(outcome, Outcome::Pending(_)) {
+            // The coarse shift (Appendix B): a PREPARE request latches its
+            // bucket only when it goes pending. Run it again holding the
+            // latch, so that a version-(v+1) copy made between the first
+            // attempt and the latch is seen (it shifts the request).
+            if !bucket.try_shared() {
+                return Outcome::Shift;
+            }
+            *latched = true;
+            outcome = self.update_attempt(op, key, hash, version, mode, old_request, disk, scratch);
+        }
         let release = match outcome {
             Outcome::Done(_) | Outcome::Shift => true,
             Outcome::Retry => !old_request,
@@ -835,7 +854,10 @@ impl<F: Functions> Session<F> {
         // The version rules shared by records in memory and on disk:
         // `Ok(true)` may update in place (region permitting), `Ok(false)`
         // must append, `Err` is the outcome now.
-        let mut rules = |record_version: Option<u32>| -> Result<bool, Outcome> {
+        let coarse = inner.shift_mode == ShiftMode::Coarse;
+        // `immutable`: the record is below safe read-only (or on disk), so
+        // no thread updates it in place.
+        let mut rules = |record_version: Option<u32>, immutable: bool| -> Result<bool, Outcome> {
             match mode {
                 Phase::Prepare => match record_version {
                     Some(rv) if rv == next => Err(Outcome::Shift),
@@ -851,7 +873,12 @@ impl<F: Functions> Session<F> {
                 Phase::Rest => Ok(true),
                 _ if record_version == Some(mine) => Ok(true),
                 Phase::InProgress => {
-                    if bucket.try_exclusive() {
+                    if coarse && !immutable {
+                        // Appendix B, coarse: a PREPARE thread may be
+                        // updating it in place without a latch; only the
+                        // safe read-only region may be shifted now.
+                        Err(Outcome::Pending(None))
+                    } else if bucket.try_exclusive() {
                         exclusive = true;
                         Ok(false)
                     } else {
@@ -875,7 +902,7 @@ impl<F: Functions> Session<F> {
             Found::Absent => Plan::Append(Old::None),
             Found::NeedIo(address) => match op {
                 Op::Rmw(_) => return Outcome::Pending(Some(address)),
-                _ => match rules(None) {
+                _ => match rules(None, true) {
                     Ok(_) => Plan::Append(Old::None),
                     Err(outcome) => return outcome,
                 },
@@ -885,7 +912,7 @@ impl<F: Functions> Session<F> {
                 if is_delete && header.tombstone() {
                     return Outcome::Done(Status::NotFound);
                 }
-                match rules(Some(header.version())) {
+                match rules(Some(header.version()), address < log.safe_read_only()) {
                     Err(outcome) => return outcome,
                     Ok(may_in_place) => {
                         let old = if header.tombstone() {
@@ -916,7 +943,7 @@ impl<F: Functions> Session<F> {
                 if is_delete && header.tombstone() {
                     return Outcome::Done(Status::NotFound);
                 }
-                if let Err(outcome) = rules(Some(header.version())) {
+                if let Err(outcome) = rules(Some(header.version()), true) {
                     return outcome;
                 }
                 if header.tombstone() {
@@ -957,6 +984,7 @@ impl<F: Functions> Session<F> {
                 let value = Value::new(log.words(at, words(value_len)), value_len);
                 match op {
                     Op::Rmw(input) if functions.in_place(&value, input) => {
+                        log.mark_dirty(address);
                         return Outcome::Done(Status::Ok);
                     }
                     Op::Upsert(new) if new.len() == value_len => {
@@ -969,6 +997,7 @@ impl<F: Functions> Session<F> {
                         } else {
                             value.write(new);
                         }
+                        log.mark_dirty(address);
                         return Outcome::Done(Status::Ok);
                     }
                     _ => {}

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use epochdb_storage::Storage;
 use parking_lot::{Condvar, Mutex};
 
 use crate::address::FIRST_ADDRESS;
-use crate::checkpoint::{self, Metadata};
+use crate::checkpoint::{self, CheckpointKind, Metadata, Piece, SnapshotMap, PIECE_BYTES_MAX};
 use crate::error::{Error, Result};
 use crate::functions::Functions;
 use crate::index::Index;
@@ -41,6 +41,33 @@ pub struct Config {
     pub mutable_fraction: f64,
     /// Sessions that may be open at once.
     pub max_sessions: usize,
+    /// How [`Store::checkpoint`] captures version v (Appendix C);
+    /// [`Store::checkpoint_with`] chooses per checkpoint.
+    pub checkpoint_kind: CheckpointKind,
+    /// How threads hand records over from version v to v+1 (Appendix B).
+    pub shift_mode: ShiftMode,
+    /// log2 of the size of the log's segment files (at least a page; 0:
+    /// one file, `log.dat`, never truncated). Truncation
+    /// ([`Store::shift_begin_address`]) gives back whole segments. A
+    /// recovered store keeps its checkpoint's segment size.
+    pub log_segment_bits: u32,
+}
+
+/// The granularity of the version shift (cpr-sigmod19 Appendix B).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShiftMode {
+    /// Fine-grained (§6.2): a PREPARE update holds a shared bucket latch
+    /// while it runs, in place or not; an IN_PROGRESS update copies a
+    /// version-v record anywhere in memory once it takes the bucket's
+    /// exclusive latch.
+    #[default]
+    Fine,
+    /// Coarse-grained: a PREPARE update latches its bucket only when it
+    /// goes pending; an IN_PROGRESS update copies a version-v record only
+    /// from the safe read-only region (or disk) and goes pending on one in
+    /// the mutable or fuzzy region. Cheaper PREPARE, more pending requests
+    /// in IN_PROGRESS.
+    Coarse,
 }
 
 impl Default for Config {
@@ -51,6 +78,9 @@ impl Default for Config {
             memory_bytes: 256 << 20,
             mutable_fraction: 0.9,
             max_sessions: 64,
+            checkpoint_kind: CheckpointKind::FoldOver,
+            shift_mode: ShiftMode::Fine,
+            log_segment_bits: 30,
         }
     }
 }
@@ -102,9 +132,21 @@ pub struct CheckpointInfo {
     pub l_e: u64,
     /// Whether a new index checkpoint was written.
     pub with_index: bool,
+    /// How version v was captured.
+    pub kind: CheckpointKind,
     /// Bytes of log written for the checkpoint (fold-over: from the
-    /// previous flush point to `l_e`) plus the index file.
+    /// previous flush point to `l_e`; snapshots: the snapshot file) plus the
+    /// index file.
     pub bytes: u64,
+    /// Bytes of log files removed below the begin address after this
+    /// checkpoint became durable (log truncation).
+    pub log_bytes_freed: u64,
+    /// Snapshots: bytes of the snapshot file written, and the time from
+    /// taking the page list to the file being durable (both 0 for
+    /// fold-over).
+    pub snapshot_bytes: u64,
+    /// See `snapshot_bytes`.
+    pub snapshot_time: Duration,
     /// Every session's committed serial number.
     pub sessions: Vec<(u64, u64)>,
     /// Time in each phase, in order PREPARE, IN_PROGRESS, WAIT_PENDING,
@@ -122,10 +164,15 @@ struct IndexCheckpoint {
     l_i: u64,
 }
 
-#[derive(Debug, Default)]
+/// The checkpoint driver's state (behind a mutex: one checkpoint at a time).
 struct Driver {
     index: Option<IndexCheckpoint>,
     next_index_id: u64,
+    /// The last snapshot checkpoint of this life and its `l_e`: what an
+    /// incremental snapshot refers to. Cleared by a fold-over checkpoint.
+    last_snapshot: Option<(SnapshotMap, u64)>,
+    /// The driver's epoch membership, to read page frames safely.
+    epoch: epochdb_epoch::EpochHandle,
 }
 
 pub(crate) struct Inner<F: Functions> {
@@ -133,6 +180,8 @@ pub(crate) struct Inner<F: Functions> {
     pub(crate) functions: F,
     pub(crate) index: Index,
     pub(crate) log: Arc<Log>,
+    /// The log's files (the same object as `log.file`).
+    segments: Arc<crate::segment::SegmentedFile>,
     pub(crate) epochs: EpochManager,
     /// The global `SystemState`, packed.
     pub(crate) state: CachePadded<AtomicU64>,
@@ -153,6 +202,12 @@ pub(crate) struct Inner<F: Functions> {
     /// A transition waiting for sessions (`from` state | [`STALLED_FLAG`]),
     /// or 0.
     stalled: CachePadded<AtomicU64>,
+    /// The version shift's granularity.
+    pub(crate) shift_mode: ShiftMode,
+    /// The running checkpoint captures version v with a snapshot (1) or a
+    /// fold-over (0).
+    snapshot_running: AtomicU8,
+    config: Config,
 }
 
 /// Marks `Inner::stalled` as set even for the all-zero state word.
@@ -223,11 +278,15 @@ fn advance<F: Functions>(weak: Weak<Inner<F>>, from: SystemState) {
             inner.epochs.bump_with(move || advance(weak, to));
         }
         Phase::WaitPending => {
-            // §6.2.4: every version-v record is below the tail now; fold
-            // the log over: shift read-only to L_e, which flushes it.
+            // §6.2.4: every version-v record is below the tail now. Fold
+            // the log over: shift read-only to L_e, which flushes it; or
+            // (a snapshot, Appendix C) leave the log as it is: the driver
+            // copies [flushed, L_e) to a separate file.
             let l_e = inner.log.tail_address();
             inner.l_e.store(l_e, SeqCst);
-            inner.log.shift_read_only(l_e);
+            if inner.snapshot_running.load(SeqCst) == 0 {
+                inner.log.shift_read_only(l_e);
+            }
             inner.state.store(to.pack(), SeqCst);
             inner.notify_phase();
         }
@@ -269,8 +328,15 @@ pub struct RecoveredInfo {
     pub index_bytes: u64,
     /// Records of version v+1 invalidated (§6.4).
     pub invalidated: usize,
-    /// Wall time of recovery.
+    /// How the checkpoint captured version v.
+    pub kind: CheckpointKind,
+    /// Bytes of snapshot pieces read (and written back into the log file).
+    pub snapshot_bytes: u64,
+    /// Wall time of recovery, including allocating the log's page frames.
     pub elapsed: Duration,
+    /// Wall time of reading the checkpoint (metadata, index, snapshot
+    /// pieces, replay), without allocating the frames.
+    pub read_time: Duration,
 }
 
 impl<F: Functions> Store<F> {
@@ -287,29 +353,37 @@ impl<F: Functions> Store<F> {
         if let Some(parent) = dir.parent() {
             storage.sync_dir(parent)?;
         }
-        let state = recovery::recover(storage.as_ref(), dir, &config)?;
+        let state = recovery::recover(&storage, dir, &config)?;
+        let read_time = started.elapsed();
         let geometry = Geometry::new(
             state.page_bits,
             config.memory_bytes,
             config.mutable_fraction,
         );
-        let epochs = EpochManager::new(config.max_sessions);
-        let file: Arc<dyn epochdb_storage::StorageFile> = Arc::from(state.file);
+        // One slot more than sessions: the checkpoint driver's.
+        let epochs = EpochManager::new(config.max_sessions + 1);
+        let driver_epoch = epochs
+            .register()
+            .map_err(|_| Error::TooManySessions(config.max_sessions))?;
+        let segments = Arc::new(state.file);
+        let file: Arc<dyn epochdb_storage::StorageFile> = segments.clone();
         let log = Log::new(
             geometry,
             epochs.clone(),
             file.clone(),
             state.tail,
             &state.last_page,
+            state.meta.as_ref().map_or(FIRST_ADDRESS, |m| m.begin),
         );
         let (io_tx, io_rx) = crossbeam_channel::unbounded();
         let limit = log.record_bytes_max();
         let mut threads = Vec::new();
         let io_file = file.clone();
+        let io_log = log.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("hybridlog-io".into())
-                .spawn(move || io_loop(io_file, io_rx, limit))
+                .spawn(move || io_loop(io_file, io_log, io_rx, limit))
                 .expect("spawn the I/O thread"),
         );
         let flusher = log.clone();
@@ -326,6 +400,8 @@ impl<F: Functions> Store<F> {
                 l_i: m.l_i,
             }),
             next_index_id: state.meta.as_ref().map_or(1, |m| m.index_id + 1),
+            last_snapshot: None,
+            epoch: driver_epoch,
         };
         let dormant: HashMap<u64, u64> = state
             .meta
@@ -340,7 +416,10 @@ impl<F: Functions> Store<F> {
             log_bytes: state.log_bytes,
             index_bytes: state.index_bytes,
             invalidated: state.invalidated,
+            kind: m.kind,
+            snapshot_bytes: state.snapshot_bytes,
             elapsed: started.elapsed(),
+            read_time,
         });
         let next_session_id = state.meta.as_ref().map_or(1, |m| m.next_session_id);
         let inner = Arc::new_cyclic(|me| Inner {
@@ -348,6 +427,7 @@ impl<F: Functions> Store<F> {
             functions,
             index: state.index,
             log,
+            segments,
             epochs,
             state: CachePadded::new(AtomicU64::new(SystemState::rest(version).pack())),
             slots: (0..config.max_sessions)
@@ -363,6 +443,9 @@ impl<F: Functions> Store<F> {
             dormant: Mutex::new(dormant),
             next_session_id: AtomicU64::new(next_session_id),
             stalled: CachePadded::new(AtomicU64::new(0)),
+            shift_mode: config.shift_mode,
+            snapshot_running: AtomicU8::new(0),
+            config,
         });
         Ok(Store {
             inner,
@@ -400,6 +483,30 @@ impl<F: Functions> Store<F> {
                 Err(e)
             }
         }
+    }
+
+    /// Truncates the log (FASTER's `ShiftBeginAddress`): records below
+    /// `address` are dropped — a key whose newest record lies below it
+    /// reads as absent from now on. The begin address moves to `address`,
+    /// clamped to the in-memory boundary (records in memory are never
+    /// dropped this way), and is returned. The log files wholly below it
+    /// are removed once the next checkpoint, which records the new begin
+    /// address, is durable (until then the previous checkpoint still needs
+    /// them). With `log_segment_bits == 0` the begin address moves but no
+    /// space is given back.
+    ///
+    /// The store does not compact: which records below `address` are still
+    /// live is the caller's knowledge (for example, keys rewritten since, or
+    /// data with a time-to-live).
+    pub fn shift_begin_address(&self, address: u64) -> u64 {
+        let log = &self.inner.log;
+        let target = address.min(log.safe_head()).max(FIRST_ADDRESS);
+        log.begin.fetch_max(target, SeqCst).max(target)
+    }
+
+    /// Bytes of log files on disk now (all segments).
+    pub fn log_disk_bytes(&self) -> Result<u64> {
+        Ok(self.inner.segments.disk_bytes()?)
     }
 
     /// The global checkpoint state.
@@ -452,7 +559,19 @@ impl<F: Functions> Store<F> {
     /// running a session, while sessions keep operating or calling
     /// [`Session::refresh`].
     pub fn checkpoint(&self, with_index: bool) -> Result<CheckpointInfo> {
-        let result = self.checkpoint_inner(with_index);
+        self.checkpoint_with(with_index, self.inner.config.checkpoint_kind)
+    }
+
+    /// [`Store::checkpoint`], capturing version v as `kind` says: fold-over
+    /// (§6.2), a snapshot to a separate file (Appendix C), or an
+    /// incremental snapshot (the pages changed since the previous snapshot
+    /// of this life, the rest referred to in the older files).
+    pub fn checkpoint_with(
+        &self,
+        with_index: bool,
+        kind: CheckpointKind,
+    ) -> Result<CheckpointInfo> {
+        let result = self.checkpoint_inner(with_index, kind);
         if let Err(e) = &result {
             if !matches!(e, Error::CheckpointInProgress) {
                 // Fail-stop: a checkpoint that failed half-way (a failed
@@ -464,7 +583,7 @@ impl<F: Functions> Store<F> {
         result
     }
 
-    fn checkpoint_inner(&self, with_index: bool) -> Result<CheckpointInfo> {
+    fn checkpoint_inner(&self, with_index: bool, kind: CheckpointKind) -> Result<CheckpointInfo> {
         let inner = &*self.inner;
         let mut driver = inner.driver.try_lock().ok_or(Error::CheckpointInProgress)?;
         if inner.log.has_failed() {
@@ -506,6 +625,9 @@ impl<F: Functions> Store<F> {
         let index = driver.index.expect("set above");
         let flushed_before = inner.log.flushed();
         let l_s = inner.log.tail_address();
+        inner
+            .snapshot_running
+            .store(u8::from(kind.is_snapshot()), SeqCst);
         let mut marks = [Instant::now(); 5];
         let prepare = rest.next();
         inner.state.store(prepare.pack(), SeqCst);
@@ -528,7 +650,18 @@ impl<F: Functions> Store<F> {
             return Err(Error::Failed("the log failed during the checkpoint".into()));
         }
         let l_e = inner.l_e.load(SeqCst);
-        inner.log.wait_flushed(l_e)?;
+        let mut snapshot = None;
+        let mut snapshot_bytes = 0;
+        let mut snapshot_time = Duration::ZERO;
+        if kind.is_snapshot() {
+            let started = Instant::now();
+            let (map, written) = self.write_snapshot(&mut driver, v, l_e, kind)?;
+            snapshot_time = started.elapsed();
+            snapshot_bytes = written;
+            snapshot = Some(map);
+        } else {
+            inner.log.wait_flushed(l_e)?;
+        }
         let mut sessions: HashMap<u64, u64> = inner.dormant.lock().clone();
         for slot in inner.slots.iter() {
             if slot.active.load(SeqCst) {
@@ -548,20 +681,49 @@ impl<F: Functions> Store<F> {
             page_bits: inner.log.geometry.page_bits,
             next_session_id: inner.next_session_id.load(SeqCst),
             sessions: sessions.clone(),
+            kind,
+            snapshot: snapshot.clone(),
+            segment_bits: inner.segments.segment_bits(),
         };
+        // Whatever recovery wrote into the log files (snapshot pieces,
+        // invalid marks) and was not synced since becomes durable before
+        // the metadata that relies on it; a no-op otherwise.
+        epochdb_storage::StorageFile::sync(inner.segments.as_ref())?;
         checkpoint::write_metadata(inner.storage.as_ref(), &inner.dir, &meta)?;
         marks[4] = Instant::now();
         inner.state.store(SystemState::rest(v + 1).pack(), Release);
         inner.epochs.bump();
         inner.notify_phase();
-        bytes += l_e.saturating_sub(flushed_before.min(l_e));
-        recovery::remove_old_checkpoints(inner.storage.as_ref(), &inner.dir, v, index.id)?;
+        if kind.is_snapshot() {
+            bytes += snapshot_bytes;
+        } else {
+            bytes += l_e.saturating_sub(flushed_before.min(l_e));
+        }
+        let keep_snapshots: Vec<u32> = snapshot
+            .as_ref()
+            .map(|m| m.pieces.iter().map(|p| p.file).collect())
+            .unwrap_or_default();
+        driver.last_snapshot = snapshot.map(|m| (m, l_e));
+        recovery::remove_old_checkpoints(
+            inner.storage.as_ref(),
+            &inner.dir,
+            v,
+            index.id,
+            &keep_snapshots,
+        )?;
+        // Log truncation: the durable checkpoint (the only one kept) needs
+        // nothing below its begin address.
+        let log_bytes_freed = inner.segments.remove_below(meta.begin)?;
         Ok(CheckpointInfo {
             version: v,
             l_s,
             l_e,
             with_index,
+            kind,
             bytes,
+            snapshot_bytes,
+            snapshot_time,
+            log_bytes_freed,
             sessions,
             phase_times: [
                 marks[1] - marks[0],
@@ -575,6 +737,91 @@ impl<F: Functions> Store<F> {
 }
 
 impl<F: Functions> Store<F> {
+    /// Writes the snapshot of `[flushed, l_e)` for checkpoint `v` (in
+    /// WAIT_FLUSH, Appendix C) and returns its map and the file's size.
+    ///
+    /// Version-v records are not updated in place in WAIT_FLUSH (every
+    /// session is at least in WAIT_PENDING, where a version-v record is
+    /// copied, never updated), so the copied pages hold exactly version v
+    /// below `l_s` and version v or v+1 in `[l_s, l_e)` (recovery drops the
+    /// latter, §6.4). Below the flush point the log file already holds the
+    /// pages for good (the immutable region is never written again).
+    ///
+    /// Incremental: the dirty bits of the range are taken first, then one
+    /// epoch passes (every update that saw a bit set has finished, and
+    /// every record allocated below `l_e` is written) before any page is
+    /// copied; a page is copied if it was dirty, or holds `l_e` of the
+    /// previous snapshot or anything above it, or the previous map lacks it.
+    fn write_snapshot(
+        &self,
+        driver: &mut Driver,
+        v: u32,
+        l_e: u64,
+        kind: CheckpointKind,
+    ) -> Result<(SnapshotMap, u64)> {
+        let inner = &*self.inner;
+        let log = &inner.log;
+        let page_bits = log.geometry.page_bits;
+        let page_bytes = 1u64 << page_bits;
+        let start = (log.flushed().min(l_e) >> page_bits) << page_bits;
+        let first_page = start >> page_bits;
+        let end_page = l_e.div_ceil(page_bytes);
+        let dirty: Vec<bool> = (first_page..end_page).map(|p| log.take_dirty(p)).collect();
+        self.epoch_barrier();
+        let previous = match kind {
+            CheckpointKind::IncrementalSnapshot => driver.last_snapshot.as_ref(),
+            _ => None,
+        };
+        let piece_bytes = page_bytes.min(PIECE_BYTES_MAX);
+        let mut writer = checkpoint::SnapshotWriter::create(
+            inner.storage.as_ref(),
+            &inner.dir,
+            v,
+            page_bits,
+            start,
+            l_e,
+        )?;
+        let mut pieces = Vec::new();
+        for (i, page) in (first_page..end_page).enumerate() {
+            let page_start = page << page_bits;
+            let reuse = previous.and_then(|(map, prev_l_e)| {
+                if dirty[i] || page >= prev_l_e >> page_bits {
+                    return None;
+                }
+                let at = map
+                    .pieces
+                    .binary_search_by_key(&page_start, |p| p.address)
+                    .ok()?;
+                let count = (page_bytes / piece_bytes) as usize;
+                let found = map.pieces.get(at..at + count)?;
+                (found.last()?.address + found.last()?.bytes == page_start + page_bytes)
+                    .then(|| found.to_vec())
+            });
+            if let Some(found) = reuse {
+                pieces.extend(found);
+                continue;
+            }
+            let mut at = page_start;
+            let page_end = (page_start + page_bytes).min(l_e);
+            while at < page_end {
+                let end = (at + piece_bytes).min(page_end);
+                let epoch = &mut driver.epoch;
+                let offset = writer.piece(at, end - at, |out| {
+                    log.copy_for_snapshot(epoch, at, end, out)
+                })?;
+                pieces.push(Piece {
+                    address: at,
+                    bytes: end - at,
+                    file: v,
+                    offset,
+                });
+                at = end;
+            }
+        }
+        let written = writer.finish()?;
+        Ok((SnapshotMap { start, pieces }, written))
+    }
+
     /// Returns once every thread protected now has refreshed: BumpEpoch with
     /// an action that wakes us (waiting on a condition variable).
     fn epoch_barrier(&self) {

@@ -16,6 +16,7 @@ fn config() -> Config {
         memory_bytes: 16 << 12,
         mutable_fraction: 0.5,
         max_sessions: 8,
+        ..Config::default()
     }
 }
 

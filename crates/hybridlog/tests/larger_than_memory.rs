@@ -18,6 +18,7 @@ fn config() -> Config {
         memory_bytes: 8 << 12,
         mutable_fraction: 0.5,
         max_sessions: 4,
+        ..Config::default()
     }
 }
 

@@ -7,6 +7,12 @@
 //! serial numbers are at or below the serial number `continue_session`
 //! returns for their session — no more, no fewer.
 //!
+//! Every seed picks a checkpoint kind (fold-over, snapshot, incremental
+//! snapshot, or a mix changing per checkpoint) and a shift mode (fine or
+//! coarse), and a third of the seeds also fail one write or sync of the
+//! simulated disk with EIO (the store must fail-stop, and what it reported
+//! committed before must still recover exactly).
+//!
 //! Seeds: `HYBRIDLOG_SUM_SEEDS` (default 24) starting at
 //! `HYBRIDLOG_SUM_SEED` (default 1). A failure prints its seed.
 
@@ -14,15 +20,19 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use epochdb_hybridlog::{AddU64, Config, CrashMode, Error, Phase, SimStorage, Status, Store};
+use epochdb_hybridlog::{
+    AddU64, CheckpointKind, Config, CrashMode, Error, Phase, ShiftMode, SimStorage, Status, Store,
+};
+use epochdb_storage::{FaultKind, FaultOp};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 const THREADS: usize = 3;
 const KEYS: u64 = 200;
 
-fn config() -> Config {
+fn config(shift_mode: ShiftMode) -> Config {
     Config {
+        shift_mode,
         index_buckets: 64,
         page_bits: 12,
         // 8 frames of 4 KiB against ~6 KiB of live counters plus their
@@ -30,6 +40,9 @@ fn config() -> Config {
         memory_bytes: 8 << 12,
         mutable_fraction: 0.5,
         max_sessions: 8,
+        // 16 KiB segment files (the proptest keeps the one-file log).
+        log_segment_bits: 14,
+        ..Config::default()
     }
 }
 
@@ -47,8 +60,28 @@ type OpLog = Vec<(u64, u64)>;
 fn run_seed(seed: u64) -> (u64, u64) {
     let disk = SimStorage::new(seed);
     let dir = Path::new("/sum");
-    let store = Arc::new(Store::open(Arc::new(disk.clone()), dir, config(), AddU64).unwrap());
+    // Kinds 0..3 are one kind for every checkpoint; 3 mixes them.
+    let kinds = [
+        CheckpointKind::FoldOver,
+        CheckpointKind::Snapshot,
+        CheckpointKind::IncrementalSnapshot,
+    ];
+    let kind_choice = (seed % 4) as usize;
+    let shift = if (seed / 4).is_multiple_of(2) {
+        ShiftMode::Fine
+    } else {
+        ShiftMode::Coarse
+    };
+    let store = Arc::new(Store::open(Arc::new(disk.clone()), dir, config(shift), AddU64).unwrap());
     let mut rng = SmallRng::seed_from_u64(seed);
+    if rng.gen_ratio(1, 3) {
+        let op = if rng.gen_bool(0.5) {
+            FaultOp::Write
+        } else {
+            FaultOp::Sync
+        };
+        disk.fail_nth(op, rng.gen_range(1..300), FaultKind::Eio);
+    }
     let crash_after_ops = rng.gen_range(0..60_000u64);
     // Half the seeds crash in a chosen phase of a chosen checkpoint.
     let crash_in_phase = rng.gen_bool(0.5).then(|| {
@@ -114,7 +147,13 @@ fn run_seed(seed: u64) -> (u64, u64) {
                     }
                     std::thread::yield_now();
                 }
-                if store.checkpoint(i % 2 == 0).is_err() || stop.load(Ordering::Relaxed) {
+                let kind = kinds[if kind_choice == 3 {
+                    (i as usize * 7 / 3) % 3
+                } else {
+                    kind_choice
+                }];
+                if store.checkpoint_with(i % 2 == 0, kind).is_err() || stop.load(Ordering::Relaxed)
+                {
                     return;
                 }
             }
@@ -141,12 +180,14 @@ fn run_seed(seed: u64) -> (u64, u64) {
         std::hint::spin_loop();
     }
     let restarted = disk.crash(mode);
+    // A planned fault that did not fire would fire in recovery.
+    restarted.clear_faults();
     stop.store(true, Ordering::Relaxed);
     let logs: Vec<(u64, OpLog)> = workers.into_iter().map(|w| w.join().unwrap()).collect();
     checkpointer.join().unwrap();
     drop(store);
 
-    let store = Store::open(Arc::new(restarted), dir, config(), AddU64)
+    let store = Store::open(Arc::new(restarted), dir, config(shift), AddU64)
         .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
     let mut expected = vec![0u64; KEYS as usize];
     let mut committed_total = 0;

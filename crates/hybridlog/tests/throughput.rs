@@ -22,6 +22,7 @@ fn run(keys: u64, threads: usize, rmw: bool, memory_bytes: u64) -> f64 {
         memory_bytes,
         mutable_fraction: 0.9,
         max_sessions: 8,
+        ..Config::default()
     };
     let store = Arc::new(
         Store::open(

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use crossbeam_utils::CachePadded;
 use epochdb_hybridlog::{
-    CheckpointInfo, Config, Functions, Phase, RealStorage, Status, Store, Value,
+    CheckpointInfo, CheckpointKind, Config, Functions, Phase, RealStorage, ShiftMode, Status,
+    Store, Value,
 };
 use epochdb_workloads::{KeyChooser, Zipf};
 use hdrhistogram::Histogram;
@@ -66,9 +67,11 @@ pub(crate) struct HybridlogArgs {
     /// disk.
     #[arg(long)]
     memory_mb: Option<u64>,
-    /// Checkpoint kind: `foldover` (the log is the checkpoint) or
-    /// `snapshot` (not available yet).
-    #[arg(long, default_value = "foldover", value_parser = ["foldover", "snapshot"])]
+    /// Checkpoint kind: `foldover` (read-only moves to the checkpoint's end;
+    /// the log is the checkpoint, §6.2), `snapshot` (the in-memory log to a
+    /// separate file, Appendix C) or `incremental` (a snapshot of the pages
+    /// changed since the previous one).
+    #[arg(long, default_value = "foldover", value_parser = ["foldover", "snapshot", "incremental"])]
     checkpoint: String,
     /// Take a checkpoint at these times, in seconds into the measured run
     /// (comma-separated).
@@ -78,8 +81,8 @@ pub(crate) struct HybridlogArgs {
     /// taken after loading, before the measured run.
     #[arg(long)]
     log_only: bool,
-    /// The CPR shift: `fine` (bucket latches, Appendix B) or `coarse` (not
-    /// available yet).
+    /// The CPR shift (Appendix B): `fine` (bucket latches) or `coarse`
+    /// (latch only when going pending).
     #[arg(long, default_value = "fine", value_parser = ["fine", "coarse"])]
     shift: String,
     /// After the run, drop the store, evict its files from the page cache
@@ -375,12 +378,15 @@ struct ThreadResult {
 }
 
 pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
-    if args.checkpoint == "snapshot" {
-        return Err("--checkpoint snapshot: not available yet (only foldover)".into());
-    }
-    if args.shift == "coarse" {
-        return Err("--shift coarse: not available yet (only fine)".into());
-    }
+    let checkpoint_kind = match args.checkpoint.as_str() {
+        "snapshot" => CheckpointKind::Snapshot,
+        "incremental" => CheckpointKind::IncrementalSnapshot,
+        _ => CheckpointKind::FoldOver,
+    };
+    let shift_mode = match args.shift.as_str() {
+        "coarse" => ShiftMode::Coarse,
+        _ => ShiftMode::Fine,
+    };
     let mix = parse_mix(&args.mix)?;
     if args.keys == 0 || args.threads == 0 {
         return Err("--keys and --threads must be at least 1".into());
@@ -419,6 +425,9 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         memory_bytes: memory_mb << 20,
         mutable_fraction: 0.9,
         max_sessions: args.threads + 8,
+        checkpoint_kind,
+        shift_mode,
+        ..Config::default()
     };
     let (_scratch, root) = super::run_root(args.dir.as_ref())?;
     let dir = root.join("hybridlog");

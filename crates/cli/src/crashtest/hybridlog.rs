@@ -4,7 +4,10 @@
 //! The child opens (recovers) the store, continues its sessions from their
 //! recovered serial numbers, and has each session RMW-increment counters
 //! while a thread takes CPR checkpoints every `--checkpoint-ms`, alternating
-//! fold-over checkpoints with a fuzzy index checkpoint and log-only ones.
+//! checkpoints with a fuzzy index checkpoint and log-only ones, and taking
+//! the kinds in turn (fold-over, snapshot, incremental snapshot; each pair
+//! of checkpoints one kind). Every other iteration's child uses the
+//! coarse-grained shift (Appendix B) instead of the fine one.
 //! The increment a session issues as its operation `serial` is a pure
 //! function of `(seed, session, serial)`, so the parent recomputes every
 //! session's history from its recovered serial number alone: after each
@@ -32,7 +35,9 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use epochdb_hybridlog::{AddU64, Config, Error, Phase, RealStorage, Status, Store};
+use epochdb_hybridlog::{
+    AddU64, CheckpointKind, Config, Error, Phase, RealStorage, ShiftMode, Status, Store,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -53,7 +58,18 @@ pub(crate) struct ChildArgs {
     checkpoint_ms: u64,
     #[arg(long)]
     rate: u64,
+    /// Use the coarse-grained shift (Appendix B) instead of the fine one.
+    #[arg(long)]
+    coarse: bool,
 }
+
+/// The checkpoint kinds the child takes in turn, so kills land in every
+/// kind's phases (and an incremental snapshot follows a full one).
+const KINDS: [CheckpointKind; 3] = [
+    CheckpointKind::FoldOver,
+    CheckpointKind::Snapshot,
+    CheckpointKind::IncrementalSnapshot,
+];
 
 /// Operations a session issues between two pacing sleeps.
 const BATCH: u64 = 64;
@@ -88,6 +104,7 @@ fn config() -> Config {
         memory_bytes: 16 << 14,
         mutable_fraction: 0.5,
         max_sessions: 64,
+        ..Config::default()
     }
 }
 
@@ -159,6 +176,10 @@ pub(crate) fn run(args: &CrashtestArgs) -> Result<(), String> {
             .args(["--counters", &args.counters.to_string()])
             .args(["--checkpoint-ms", &checkpoint_ms.to_string()])
             .args(["--rate", &args.rate.to_string()]);
+        // Every other iteration runs the coarse-grained shift.
+        if iteration % 2 == 0 {
+            command.arg("--coarse");
+        }
         let mut seen = 0u32;
         let kill_now = move |line: &str| -> bool {
             let Some((phase, k)) = aim else { return false };
@@ -345,8 +366,16 @@ fn read_counters(store: &Store<AddU64>, counters: u64) -> Result<Vec<u64>, Error
 /// checkpoint until killed; prints `ready`, `phase <name> <version>`,
 /// `checkpoint <version>` and `commit <session index> <serial>` lines.
 pub(crate) fn child(args: ChildArgs) -> Result<(), String> {
+    let config = Config {
+        shift_mode: if args.coarse {
+            ShiftMode::Coarse
+        } else {
+            ShiftMode::Fine
+        },
+        ..config()
+    };
     let store = Arc::new(
-        Store::open(Arc::new(RealStorage::new()), &args.dir, config(), AddU64)
+        Store::open(Arc::new(RealStorage::new()), &args.dir, config, AddU64)
             .map_err(|e| format!("child: opening {}: {e}", args.dir.display()))?,
     );
     let known = store.recovered().is_some();
@@ -433,7 +462,8 @@ pub(crate) fn child(args: ChildArgs) -> Result<(), String> {
                 if with_index {
                     let _ = tx.send(format!("phase index {}", store.system_state().version));
                 }
-                match store.checkpoint(with_index) {
+                let kind = KINDS[(n / 2 % KINDS.len() as u64) as usize];
+                match store.checkpoint_with(with_index, kind) {
                     Ok(info) => {
                         let _ = tx.send(format!("checkpoint {}", info.version));
                     }
