@@ -166,9 +166,13 @@ impl TxState {
 /// record and what was read of it (the value copied into `arena` only when
 /// `with_value`), or the leaf version proving the key missing.
 ///
-/// Tries `recent` first: the record last located for the same key is still
-/// the index's record for it unless it has been unlinked, which the read
-/// sees (records are marked unlinked before they leave the index).
+/// Tries `recent` first, the record this transaction last located for the
+/// same key. Using it is the same as a lookup made at that earlier moment:
+/// a record leaves the index only while locked and is marked unlinked as
+/// it is unlocked, so a record seen unlinked is looked up again, and one
+/// removed after that check is caught at commit exactly as if the removal
+/// had raced with a lookup (validation sees its word change; a write finds
+/// it unlinked once locked).
 #[inline]
 fn locate(
     table: &Table,
