@@ -31,8 +31,13 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+mod analysis;
+mod output;
+
+use analysis::{Analysis, Measured};
+use output::{draw, print_summary};
+
 use super::disk::{evict_dir, measure_write_read};
-use super::plot::{time_panel, Line, Shade, COLORS};
 use super::report::{write_json, Latency};
 use super::runner::{format_count, join_all, LATENCY_SAMPLE_EVERY, WINDOW};
 
@@ -377,16 +382,22 @@ struct ThreadResult {
     windows: Vec<(u64, Histogram<u64>)>,
 }
 
-pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
-    let checkpoint_kind = match args.checkpoint.as_str() {
+/// The checkpoint kind and shift `--checkpoint` and `--shift` name.
+fn kind_and_shift(args: &HybridlogArgs) -> (CheckpointKind, ShiftMode) {
+    let kind = match args.checkpoint.as_str() {
         "snapshot" => CheckpointKind::Snapshot,
         "incremental" => CheckpointKind::IncrementalSnapshot,
         _ => CheckpointKind::FoldOver,
     };
-    let shift_mode = match args.shift.as_str() {
+    let shift = match args.shift.as_str() {
         "coarse" => ShiftMode::Coarse,
         _ => ShiftMode::Fine,
     };
+    (kind, shift)
+}
+
+/// Checks the flags together; returns the parsed mix.
+fn check_args(args: &HybridlogArgs) -> Result<Mix, String> {
     let mix = parse_mix(&args.mix)?;
     if args.keys == 0 || args.threads == 0 {
         return Err("--keys and --threads must be at least 1".into());
@@ -410,6 +421,12 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
     if args.recover && args.checkpoint_at.is_empty() && !args.log_only {
         return Err("--recover needs a checkpoint (--checkpoint-at or --log-only)".into());
     }
+    Ok(mix)
+}
+
+pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
+    let (checkpoint_kind, shift_mode) = kind_and_shift(&args);
+    let mix = check_args(&args)?;
     let record_bytes = 16 + 8 + args.value_size.div_ceil(8) as u64 * 8;
     let data_bytes = args.keys * record_bytes;
     let memory_mb = args
@@ -537,37 +554,8 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             let with_index = !args.log_only;
             scope.spawn(move || {
                 barrier.wait();
-                let start = Instant::now();
-                for &t in at {
-                    let due = start + Duration::from_secs_f64(t);
-                    while Instant::now() < due {
-                        if stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        std::thread::sleep((due - Instant::now()).min(Duration::from_millis(5)));
-                    }
-                    let begun = Instant::now();
-                    match store.checkpoint(with_index) {
-                        Ok(info) => {
-                            let end = Instant::now();
-                            let index_bytes = if info.with_index {
-                                index_file_bytes(dir)
-                            } else {
-                                0
-                            };
-                            taken.lock().expect("not poisoned").push(Taken {
-                                start: begun,
-                                end,
-                                info,
-                                index_bytes,
-                            });
-                        }
-                        Err(e) => {
-                            *checkpoint_error.lock().expect("not poisoned") =
-                                Some(format!("checkpoint at {t} s: {e}"));
-                            return;
-                        }
-                    }
+                if let Err(error) = take_checkpoints(store, at, with_index, dir, stop, taken) {
+                    *checkpoint_error.lock().expect("not poisoned") = Some(error);
                 }
             })
         };
@@ -615,148 +603,25 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         a.tail - a.begin
     };
 
-    // Merge the threads' results.
-    let mut latency = ns_histogram();
-    let mut by_phase: Vec<Histogram<u64>> = (0..PHASES.len()).map(|_| ns_histogram()).collect();
-    let mut merged: Vec<(u64, Histogram<u64>)> =
-        (0..windows).map(|_| (0, ns_histogram())).collect();
-    let mut ops = 0;
-    for r in &results {
-        ops += r.ops;
-        latency.add(&r.latency).expect("same bounds");
-        for (into, from) in by_phase.iter_mut().zip(&r.by_phase) {
-            into.add(from).expect("same bounds");
-        }
-        for (into, from) in merged.iter_mut().zip(&r.windows) {
-            into.0 += from.0;
-            into.1.add(&from.1).expect("same bounds");
-        }
-    }
-    // The run's throughput counts what the 10 ms samples saw by the end of
-    // `--duration`: a checkpoint still running then keeps the workers going
-    // a little longer (they stop after it), and those operations are left
-    // out.
-    let (measured_s, measured_ops) = samples.last().map_or((args.duration, ops), |s| (s.0, s.1));
-    let spans: Vec<PhaseSpan> = taken.iter().flat_map(|c| c.spans(t0)).collect();
-    let phase_at = |from: f64, to: f64| -> &'static str {
-        // The phase covering most of [from, to), or rest.
-        let mut best = ("rest", 0.0f64);
-        for span in &spans {
-            let overlap = span.to_s.min(to) - span.from_s.max(from);
-            if overlap > best.1 {
-                best = (span.phase, overlap);
-            }
-        }
-        best.0
-    };
-    let width = WINDOW.as_secs_f64();
-    let full_windows = (duration.as_nanos() / WINDOW.as_nanos()) as usize;
-    let log_at = |t: f64| -> u64 {
-        samples
-            .iter()
-            .take_while(|s| s.0 <= t + 1e-9)
-            .last()
-            .map_or(0, |s| s.2)
-    };
-    let series: Vec<WindowReport> = merged
-        .iter()
-        .take(full_windows)
-        .enumerate()
-        .map(|(i, (count, hist))| {
-            let (from, to) = (i as f64 * width, (i + 1) as f64 * width);
-            WindowReport {
-                t_s: to,
-                txn_s: *count as f64 / width,
-                p50_us: hist.value_at_quantile(0.5).div_ceil(1000),
-                p50_ns: hist.value_at_quantile(0.5),
-                p99_ns: hist.value_at_quantile(0.99),
-                checkpointing: taken.iter().any(|c| {
-                    (c.start - t0).as_secs_f64() < to && (c.end - t0).as_secs_f64() > from
-                }),
-                phase: phase_at(from, to),
-                log_bytes: log_at(to),
-            }
-        })
-        .collect();
-    // Operations at time t, interpolated between the 10 ms samples.
-    let ops_at = |t: f64| -> f64 {
-        let i = samples.partition_point(|s| s.0 < t);
-        match (i.checked_sub(1).map(|j| samples[j]), samples.get(i)) {
-            (Some(a), Some(b)) if b.0 > a.0 => {
-                a.1 as f64 + (b.1 - a.1) as f64 * (t - a.0) / (b.0 - a.0)
-            }
-            (_, Some(b)) => b.1 as f64 * (t / b.0.max(1e-9)).min(1.0),
-            (Some(a), None) => a.1 as f64,
-            (None, None) => 0.0,
-        }
-    };
-    let rate = |from: f64, to: f64| (ops_at(to) - ops_at(from)) / (to - from).max(1e-9);
-    let end_s = samples.last().map_or(0.0, |s| s.0);
-    let fine_series: Vec<FineReport> = (1..)
-        .map(|i| f64::from(i) * FINE_WINDOW_S)
-        .take_while(|t| *t <= end_s + 1e-9)
-        .map(|t| FineReport {
-            t_s: t,
-            txn_s: rate(t - FINE_WINDOW_S, t),
-            phase: phase_at(t - FINE_WINDOW_S, t),
-        })
-        .collect();
-    // The rest throughput: every time outside a checkpoint and the second
-    // after it.
-    let intervals: Vec<(f64, f64)> = taken
-        .iter()
-        .map(|c| ((c.start - t0).as_secs_f64(), (c.end - t0).as_secs_f64()))
-        .collect();
-    let (mut rest_ops, mut rest_s) = (0.0, 0.0);
-    for pair in samples.windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        if !intervals.iter().any(|(s, e)| b.0 > *s && a.0 < e + 1.0) {
-            rest_ops += (b.1 - a.1) as f64;
-            rest_s += b.0 - a.0;
-        }
-    }
-    let rest_txn_s = if rest_s > 0.0 { rest_ops / rest_s } else { 0.0 };
-    let checkpoints: Vec<CheckpointReport> = taken
-        .iter()
-        .map(|c| {
-            let (start_s, end_s_ckpt) = ((c.start - t0).as_secs_f64(), (c.end - t0).as_secs_f64());
-            let writing = c.info.index_time + c.info.phase_times[3];
-            let mb_s = |bytes: u64, d: Duration| bytes as f64 / 1e6 / d.as_secs_f64().max(1e-9);
-            let write_mb_s = mb_s(c.info.bytes, writing);
-            let index_bytes = c.index_bytes.min(c.info.bytes);
-            let during = rate(start_s, end_s_ckpt);
-            let back = fine_series
-                .iter()
-                .filter(|w| w.t_s - FINE_WINDOW_S >= end_s_ckpt - 1e-9)
-                .find(|w| w.txn_s >= 0.95 * rest_txn_s)
-                .map(|w| (w.t_s - FINE_WINDOW_S - end_s_ckpt).max(0.0));
-            CheckpointReport {
-                version: c.info.version,
-                with_index: c.info.with_index,
-                start_s,
-                end_s: end_s_ckpt,
-                phases: c.spans(t0),
-                bytes: c.info.bytes,
-                index_bytes,
-                index_write_mb_s: if c.info.with_index {
-                    mb_s(index_bytes, c.info.index_time)
-                } else {
-                    0.0
-                },
-                log_write_mb_s: mb_s(c.info.bytes - index_bytes, c.info.phase_times[3]),
-                write_mb_s,
-                write_fraction_of_disk: disk_write.map_or(0.0, |d| write_mb_s / d),
-                during_txn_s: during,
-                rest_txn_s,
-                ratio: during / rest_txn_s.max(1e-9),
-                back_to_95_s: back,
-            }
-        })
-        .collect();
-    let mut phase_seconds: HashMap<&'static str, f64> = HashMap::new();
-    for span in &spans {
-        *phase_seconds.entry(span.phase).or_insert(0.0) += span.to_s - span.from_s;
-    }
+    let Analysis {
+        latency,
+        by_phase,
+        series,
+        fine_series,
+        checkpoints,
+        phase_seconds,
+        spans,
+        measured_s,
+        measured_ops,
+    } = analysis::analyze(&Measured {
+        results: &results,
+        samples: &samples,
+        taken: &taken,
+        t0,
+        windows,
+        duration,
+        disk_write,
+    });
 
     let recovery = if args.recover {
         drop(store);
@@ -837,6 +702,45 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
     if let Some(path) = &args.json {
         write_json(path, &report)?;
         eprintln!("results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// Takes a checkpoint at each of the times `at` (seconds from now), timing
+/// each, until `stop`; returns the first failure.
+fn take_checkpoints(
+    store: &Store<AddFirstWord>,
+    at: &[f64],
+    with_index: bool,
+    dir: &Path,
+    stop: &AtomicBool,
+    taken: &Mutex<Vec<Taken>>,
+) -> Result<(), String> {
+    let start = Instant::now();
+    for &t in at {
+        let due = start + Duration::from_secs_f64(t);
+        while Instant::now() < due {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            std::thread::sleep((due - Instant::now()).min(Duration::from_millis(5)));
+        }
+        let begun = Instant::now();
+        let info = store
+            .checkpoint(with_index)
+            .map_err(|e| format!("checkpoint at {t} s: {e}"))?;
+        let end = Instant::now();
+        let index_bytes = if info.with_index {
+            index_file_bytes(dir)
+        } else {
+            0
+        };
+        taken.lock().expect("not poisoned").push(Taken {
+            start: begun,
+            end,
+            info,
+            index_bytes,
+        });
     }
     Ok(())
 }
@@ -975,172 +879,6 @@ fn record(result: &mut ThreadResult, began: Instant, window: usize, phase: usize
     result.latency.saturating_record(ns);
     result.by_phase[phase].saturating_record(ns);
     result.windows[window].1.saturating_record(ns);
-}
-
-fn print_summary(r: &Report) {
-    let c = &r.config;
-    println!();
-    println!(
-        "hybridlog: {} keys, {} B values, mix {}, {}, {} threads, {} MiB frames ({:.1} MB records)",
-        c.keys, c.value_size, c.mix, c.dist, c.threads, c.memory_mb, c.data_mb
-    );
-    println!(
-        "  {:>10} ops/s ({} per thread); latency (sampled, ns) p50 {} p99 {} p999 {}; log {:.1} MB",
-        format_count(r.throughput_txn_s),
-        format_count(r.throughput_txn_s / c.threads as f64),
-        r.latency_ns.p50,
-        r.latency_ns.p99,
-        r.latency_ns.p999,
-        r.log_bytes as f64 / 1e6
-    );
-    for p in &r.latency_by_phase {
-        println!(
-            "  latency in {:<12} p50 {:>6} p99 {:>6} p999 {:>6} max {:>10} ns ({} samples)",
-            p.phase,
-            p.latency_ns.p50,
-            p.latency_ns.p99,
-            p.latency_ns.p999,
-            p.latency_ns.max,
-            p.samples
-        );
-    }
-    for k in &r.checkpoints {
-        let phases: Vec<String> = k
-            .phases
-            .iter()
-            .map(|s| format!("{} {:.1}", s.phase, (s.to_s - s.from_s) * 1e3))
-            .collect();
-        println!(
-            "  checkpoint v{} at {:.2}–{:.2} s ({}): {:.1} MB (index {:.1} MB at {:.0} MB/s, log {:.1} MB at {:.0} MB/s) at {:.0} MB/s{}; ms per phase: {}",
-            k.version,
-            k.start_s,
-            k.end_s,
-            if k.with_index {
-                "index + log"
-            } else {
-                "log only"
-            },
-            k.bytes as f64 / 1e6,
-            k.index_bytes as f64 / 1e6,
-            k.index_write_mb_s,
-            (k.bytes - k.index_bytes) as f64 / 1e6,
-            k.log_write_mb_s,
-            k.write_mb_s,
-            r.disk_write_mb_s.map_or(String::new(), |d| format!(
-                " ({:.0}% of the disk's {d:.0})",
-                k.write_fraction_of_disk * 100.0
-            )),
-            phases.join(", ")
-        );
-        println!(
-            "    throughput during {} ops/s vs rest {} ops/s: ratio {:.3}; back to 95% {}",
-            format_count(k.during_txn_s),
-            format_count(k.rest_txn_s),
-            k.ratio,
-            k.back_to_95_s
-                .map_or("not within the run".to_string(), |s| format!(
-                    "after {s:.2} s"
-                ))
-        );
-    }
-    if let Some(rec) = &r.recovery {
-        println!(
-            "  recovery of version {}: {:.3} s, {:.1} MB log + {:.1} MB index at {:.0} MB/s{}",
-            rec.version,
-            rec.seconds,
-            rec.log_bytes as f64 / 1e6,
-            rec.index_bytes as f64 / 1e6,
-            rec.read_mb_s,
-            r.disk_read_mb_s.map_or(String::new(), |d| format!(
-                " ({:.0}% of the disk's cold {d:.0})",
-                rec.read_fraction_of_disk * 100.0
-            ))
-        );
-    }
-}
-
-/// Throughput (0.5 s and 0.1 s), log size and p99 latency over time, each
-/// CPR phase shaded in its colour (cpr-sigmod19 Figures 11, 12, 14).
-fn draw(path: &Path, r: &Report, spans: &[PhaseSpan]) -> Result<(), String> {
-    let inner = || -> Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::new(path, (900, 900)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let c = &r.config;
-        let title = format!(
-            "hybridlog {} {}, {} B values, {} threads; shaded: index grey, prepare yellow, in-progress orange, wait-pending red, wait-flush blue",
-            c.mix, c.dist, c.value_size, c.threads
-        );
-        let root = root.titled(&title, ("sans-serif", 14))?;
-        let panels = root.split_evenly((3, 1));
-        let t_max = r.series.last().map_or(1.0, |w| w.t_s).max(c.duration_s);
-        let shades: Vec<Shade> = spans
-            .iter()
-            .map(|s| Shade {
-                from: s.from_s,
-                to: s.to_s.max(s.from_s + t_max / 900.0),
-                color: PHASE_COLORS[PHASES.iter().position(|p| *p == s.phase).unwrap_or(1) - 1]
-                    .mix(0.6),
-            })
-            .collect();
-        time_panel(
-            &panels[0],
-            t_max,
-            "throughput (M ops/s)",
-            &shades,
-            &[
-                Line {
-                    label: Some("0.5 s windows".into()),
-                    color: COLORS[0],
-                    points: r.series.iter().map(|w| (w.t_s, w.txn_s / 1e6)).collect(),
-                },
-                Line {
-                    label: Some("0.1 s windows".into()),
-                    color: COLORS[1],
-                    points: r
-                        .fine_series
-                        .iter()
-                        .map(|w| (w.t_s, w.txn_s / 1e6))
-                        .collect(),
-                },
-            ],
-        )?;
-        time_panel(
-            &panels[1],
-            t_max,
-            "log size (MB)",
-            &shades,
-            &[Line {
-                label: None,
-                color: COLORS[2],
-                points: r
-                    .series
-                    .iter()
-                    .map(|w| (w.t_s, w.log_bytes as f64 / 1e6))
-                    .collect(),
-            }],
-        )?;
-        time_panel(
-            &panels[2],
-            t_max,
-            "latency per 0.5 s (ns)",
-            &shades,
-            &[
-                Line {
-                    label: Some("p99".into()),
-                    color: COLORS[3],
-                    points: r.series.iter().map(|w| (w.t_s, w.p99_ns as f64)).collect(),
-                },
-                Line {
-                    label: Some("p50".into()),
-                    color: COLORS[4],
-                    points: r.series.iter().map(|w| (w.t_s, w.p50_ns as f64)).collect(),
-                },
-            ],
-        )?;
-        root.present()?;
-        Ok(())
-    };
-    inner().map_err(|e| format!("drawing {}: {e}", path.display()))
 }
 
 #[cfg(test)]
