@@ -151,6 +151,25 @@ fn a_transaction_larger_than_a_log_entry_is_split_and_recovered_whole() {
     assert_eq!(db.recovery_report().unwrap().log_entries, 1);
 }
 
+/// Waits a random time in `micros` (µs), then cuts the power (dropping or
+/// tearing unsynced data, at random) and tells the writers to stop.
+/// Returns the disk as the crash left it.
+fn power_loss_after(
+    storage: &SimStorage,
+    rng: &mut SmallRng,
+    micros: std::ops::Range<u64>,
+    stop: &AtomicBool,
+) -> SimStorage {
+    std::thread::sleep(Duration::from_micros(rng.gen_range(micros)));
+    let crashed = storage.crash(if rng.gen_bool(0.5) {
+        CrashMode::DropUnsynced
+    } else {
+        CrashMode::TearUnsynced
+    });
+    stop.store(true, Ordering::Relaxed);
+    crashed
+}
+
 /// A crash while a split transaction's parts are being logged: parts whose
 /// COMMIT entry never became durable must not be applied. Every
 /// transaction rewrites all of its keys with one generation number, so a
@@ -189,14 +208,7 @@ fn a_split_transaction_cut_by_a_crash_is_dropped_whole() {
                     *acked.lock().unwrap() = generation;
                 }
             });
-            std::thread::sleep(Duration::from_micros(rng.gen_range(2_000..40_000)));
-            let crashed = storage.crash(if rng.gen_bool(0.5) {
-                CrashMode::DropUnsynced
-            } else {
-                CrashMode::TearUnsynced
-            });
-            stop.store(true, Ordering::Relaxed);
-            crashed
+            power_loss_after(&storage, &mut rng, 2_000..40_000, &stop)
         });
         drop(db);
         let acked = acked.into_inner().unwrap();
@@ -404,14 +416,7 @@ fn every_acknowledged_commit_survives_simulated_crashes() {
                     }
                 });
             }
-            std::thread::sleep(Duration::from_micros(rng.gen_range(1_000..30_000)));
-            let crashed = storage.crash(if rng.gen_bool(0.5) {
-                CrashMode::DropUnsynced
-            } else {
-                CrashMode::TearUnsynced
-            });
-            stop.store(true, Ordering::Relaxed);
-            crashed
+            power_loss_after(&storage, &mut rng, 1_000..30_000, &stop)
         });
         drop(db);
         let db = Database::open(sim_config(&crashed)).unwrap();
