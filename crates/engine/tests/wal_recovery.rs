@@ -208,7 +208,7 @@ fn a_split_transaction_cut_by_a_crash_is_dropped_whole() {
                     *acked.lock().unwrap() = generation;
                 }
             });
-            power_loss_after(&storage, &mut rng, 2_000..40_000, &stop)
+            power_loss_after(&storage, &mut rng, 2_000..40_000, stop)
         });
         drop(db);
         let acked = acked.into_inner().unwrap();
