@@ -20,6 +20,7 @@ fn a_monitor_sees_every_phase_the_sessions_hold() {
         memory_bytes: 16 << 12,
         mutable_fraction: 0.5,
         max_sessions: 4,
+        ..Config::default()
     };
     let store = Arc::new(
         Store::open(
