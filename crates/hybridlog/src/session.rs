@@ -81,14 +81,40 @@ pub struct Completed {
     pub value: Option<Vec<u8>>,
 }
 
-enum Op<I> {
+/// An operation. `V` is the upsert's value: borrowed from the caller while
+/// the operation runs (no copy on the hot path), owned (`Vec<u8>`) only once
+/// it goes pending.
+#[derive(Clone, Copy)]
+enum Op<V, I> {
     Read,
-    Upsert(Vec<u8>),
+    Upsert(V),
     Rmw(I),
     Delete,
 }
 
-impl<I> Op<I> {
+impl<V: AsRef<[u8]>, I> Op<V, I> {
+    /// The operation as [`Session::attempt`] takes it.
+    fn borrow(&self) -> Op<&[u8], &I> {
+        match self {
+            Op::Read => Op::Read,
+            Op::Upsert(value) => Op::Upsert(value.as_ref()),
+            Op::Rmw(input) => Op::Rmw(input),
+            Op::Delete => Op::Delete,
+        }
+    }
+
+    /// The operation with its own copy of the value (a pending request).
+    fn into_owned(self) -> Op<Vec<u8>, I> {
+        match self {
+            Op::Read => Op::Read,
+            Op::Upsert(value) => Op::Upsert(value.as_ref().to_vec()),
+            Op::Rmw(input) => Op::Rmw(input),
+            Op::Delete => Op::Delete,
+        }
+    }
+}
+
+impl<V, I> Op<V, I> {
     fn kind(&self) -> OpKind {
         match self {
             Op::Read => OpKind::Read,
@@ -123,7 +149,7 @@ enum IoState {
 struct Pending<I> {
     token: u64,
     serial: u64,
-    op: Op<I>,
+    op: Op<Vec<u8>, I>,
     key: Vec<u8>,
     hash: u64,
     /// The version the request belongs to (its records get this version).
@@ -405,7 +431,7 @@ impl<F: Functions> Session<F> {
     /// Sets `key` to `value` (a blind update).
     pub fn upsert(&mut self, key: &[u8], value: &[u8]) -> Result<Status> {
         let hash = self.begin_op(key, value.len())?;
-        self.execute(Op::Upsert(value.to_vec()), key, hash, None)
+        self.execute(Op::Upsert(value), key, hash, None)
     }
 
     /// Read-modify-write of `key` with the store's [`Functions`].
@@ -422,7 +448,7 @@ impl<F: Functions> Session<F> {
 
     fn execute(
         &mut self,
-        op: Op<F::Input>,
+        op: Op<&[u8], F::Input>,
         key: &[u8],
         hash: u64,
         mut out: Option<&mut Vec<u8>>,
@@ -432,7 +458,7 @@ impl<F: Functions> Session<F> {
             let version = self.local.version;
             let mut scratch = std::mem::take(&mut self.scratch);
             let outcome = self.attempt(
-                &op,
+                op.borrow(),
                 key,
                 hash,
                 version,
@@ -450,7 +476,7 @@ impl<F: Functions> Session<F> {
                     let mut request = Pending {
                         token,
                         serial: self.serial,
-                        op,
+                        op: op.into_owned(),
                         key: key.to_vec(),
                         hash,
                         version,
@@ -523,7 +549,7 @@ impl<F: Functions> Session<F> {
                 self.load_key(&request.key);
                 let mut scratch = std::mem::take(&mut self.scratch);
                 let outcome = self.attempt(
-                    &request.op,
+                    request.op.borrow(),
                     &request.key,
                     request.hash,
                     request.version,
@@ -730,7 +756,7 @@ impl<F: Functions> Session<F> {
     #[allow(clippy::too_many_arguments)]
     fn attempt(
         &self,
-        op: &Op<F::Input>,
+        op: Op<&[u8], &F::Input>,
         key: &[u8],
         hash: u64,
         version: u32,
@@ -828,7 +854,7 @@ impl<F: Functions> Session<F> {
     #[allow(clippy::too_many_arguments)]
     fn update_attempt(
         &self,
-        op: &Op<F::Input>,
+        op: Op<&[u8], &F::Input>,
         key: &[u8],
         hash: u64,
         version: u32,
@@ -967,7 +993,7 @@ impl<F: Functions> Session<F> {
     #[allow(clippy::too_many_arguments)]
     fn apply(
         &self,
-        op: &Op<F::Input>,
+        op: Op<&[u8], &F::Input>,
         key: &[u8],
         entry: &mut crate::index::Entry<'_>,
         version: u32,
