@@ -23,6 +23,7 @@
 //! shift has begun: the session refreshes into IN_PROGRESS and re-executes
 //! the request as version v+1.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::Arc;
 
@@ -664,8 +665,9 @@ impl<F: Functions> Session<F> {
                 return Found::Absent;
             }
             if address >= head {
-                let header = Header(log.word(address).load(Acquire));
-                if !header.invalid() && self.key_matches_memory(address) {
+                let record = log.record(address);
+                let header = Header(record[0].load(Acquire));
+                if !header.invalid() && self.key_matches_memory(record) {
                     return Found::Memory(address);
                 }
                 assert!(
@@ -692,24 +694,25 @@ impl<F: Functions> Session<F> {
         }
     }
 
+    /// Whether the in-memory `record` (from [`Log::record`]) holds the key
+    /// in `key_buf`.
+    ///
+    /// [`Log::record`]: crate::log::Log::record
     #[inline]
-    fn key_matches_memory(&self, address: u64) -> bool {
-        let log = &self.inner.log;
+    fn key_matches_memory(&self, record: &[AtomicU64]) -> bool {
         let key = &self.key_buf;
-        let (key_len, _) = split_lengths(log.word(address + 8).load(Relaxed));
-        if words(key_len) != key.len() {
+        let (key_len, _) = split_lengths(record[1].load(Relaxed));
+        if key_len != self.key_len() {
             return false;
         }
-        if key.len() == 1 {
+        if let [word] = key.as_slice() {
             // The fixed 8-byte-key fast path: one word.
-            return log.word(address + 16).load(Relaxed) == key[0] && key_len == self.key_len();
+            return record[2].load(Relaxed) == *word;
         }
-        key_len == self.key_len()
-            && log
-                .words(address + 16, key.len())
-                .iter()
-                .zip(key)
-                .all(|(w, k)| w.load(Relaxed) == *k)
+        record[2..2 + key.len()]
+            .iter()
+            .zip(key)
+            .all(|(w, k)| w.load(Relaxed) == *k)
     }
 
     fn key_len(&self) -> usize {
@@ -823,13 +826,14 @@ impl<F: Functions> Session<F> {
             Found::Absent => Outcome::Done(Status::NotFound),
             Found::NeedIo(address) => Outcome::Pending(Some(address)),
             Found::Memory(address) => {
-                if Header(log.word(address).load(Acquire)).tombstone() {
+                let record = log.record(address);
+                if Header(record[0].load(Acquire)).tombstone() {
                     return Outcome::Done(Status::NotFound);
                 }
                 if let Some(out) = out {
-                    let (key_len, value_len) = split_lengths(log.word(address + 8).load(Relaxed));
-                    let at = address + 16 + 8 * words(key_len) as u64;
-                    Value::new(log.words(at, words(value_len)), value_len).read_into(out);
+                    let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
+                    let at = 2 + words(key_len);
+                    Value::new(&record[at..at + words(value_len)], value_len).read_into(out);
                 }
                 Outcome::Done(Status::Ok)
             }
@@ -934,7 +938,7 @@ impl<F: Functions> Session<F> {
                 },
             },
             Found::Memory(address) => {
-                let header = Header(log.word(address).load(Acquire));
+                let header = Header(log.record(address)[0].load(Acquire));
                 if is_delete && header.tombstone() {
                     return Outcome::Done(Status::NotFound);
                 }
@@ -1005,9 +1009,10 @@ impl<F: Functions> Session<F> {
         let functions = &self.inner.functions;
         let old = match plan {
             Plan::InPlace(address) => {
-                let (key_len, value_len) = split_lengths(log.word(address + 8).load(Relaxed));
-                let at = address + 16 + 8 * words(key_len) as u64;
-                let value = Value::new(log.words(at, words(value_len)), value_len);
+                let record = log.record(address);
+                let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
+                let at = 2 + words(key_len);
+                let value = Value::new(&record[at..at + words(value_len)], value_len);
                 match op {
                     Op::Rmw(input) if functions.in_place(&value, input) => {
                         log.mark_dirty(address);
@@ -1035,9 +1040,11 @@ impl<F: Functions> Session<F> {
         // The old value's bytes, for an RMW's copy updater.
         let old_bytes: Option<&[u8]> = match (op, old) {
             (Op::Rmw(_), Old::Memory(address)) => {
-                let (key_len, value_len) = split_lengths(log.word(address + 8).load(Relaxed));
-                let at = address + 16 + 8 * words(key_len) as u64;
-                Value::new(log.words(at, words(value_len)), value_len).read_into(&mut scratch.old);
+                let record = log.record(address);
+                let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
+                let at = 2 + words(key_len);
+                Value::new(&record[at..at + words(value_len)], value_len)
+                    .read_into(&mut scratch.old);
                 Some(&scratch.old)
             }
             (Op::Rmw(_), Old::Disk(at)) => {
