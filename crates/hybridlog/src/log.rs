@@ -207,15 +207,6 @@ impl Log {
         self.failed.load(Acquire)
     }
 
-    /// The word at `address`, which must be in memory (≥ `head` as the
-    /// caller read it while protected).
-    #[inline]
-    pub(crate) fn word(&self, address: u64) -> &AtomicU64 {
-        let page = address >> self.geometry.page_bits;
-        let frame = &self.frames[(page % self.geometry.frames as u64) as usize];
-        &frame[((address & (self.geometry.page_bytes() - 1)) >> 3) as usize]
-    }
-
     /// `count` words from `address`, on one page.
     #[inline]
     pub(crate) fn words(&self, address: u64, count: usize) -> &[AtomicU64] {
@@ -223,6 +214,16 @@ impl Log {
         let frame = &self.frames[(page % self.geometry.frames as u64) as usize];
         let start = ((address & (self.geometry.page_bytes() - 1)) >> 3) as usize;
         &frame[start..start + count]
+    }
+
+    /// The words of `address`'s page from `address` to the page end, which
+    /// must be in memory: one frame lookup (a division by the frame count)
+    /// for a whole record, which never straddles pages.
+    #[inline]
+    pub(crate) fn record(&self, address: u64) -> &[AtomicU64] {
+        let page = address >> self.geometry.page_bits;
+        let frame = &self.frames[(page % self.geometry.frames as u64) as usize];
+        &frame[((address & (self.geometry.page_bytes() - 1)) >> 3) as usize..]
     }
 
     /// Notes that a record at `address` (in memory) was updated in place,

@@ -23,6 +23,7 @@
 //! shift has begun: the session refreshes into IN_PROGRESS and re-executes
 //! the request as version v+1.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::Arc;
 
@@ -81,14 +82,40 @@ pub struct Completed {
     pub value: Option<Vec<u8>>,
 }
 
-enum Op<I> {
+/// An operation. `V` is the upsert's value: borrowed from the caller while
+/// the operation runs (no copy on the hot path), owned (`Vec<u8>`) only once
+/// it goes pending.
+#[derive(Clone, Copy)]
+enum Op<V, I> {
     Read,
-    Upsert(Vec<u8>),
+    Upsert(V),
     Rmw(I),
     Delete,
 }
 
-impl<I> Op<I> {
+impl<V: AsRef<[u8]>, I> Op<V, I> {
+    /// The operation as [`Session::attempt`] takes it.
+    fn borrow(&self) -> Op<&[u8], &I> {
+        match self {
+            Op::Read => Op::Read,
+            Op::Upsert(value) => Op::Upsert(value.as_ref()),
+            Op::Rmw(input) => Op::Rmw(input),
+            Op::Delete => Op::Delete,
+        }
+    }
+
+    /// The operation with its own copy of the value (a pending request).
+    fn into_owned(self) -> Op<Vec<u8>, I> {
+        match self {
+            Op::Read => Op::Read,
+            Op::Upsert(value) => Op::Upsert(value.as_ref().to_vec()),
+            Op::Rmw(input) => Op::Rmw(input),
+            Op::Delete => Op::Delete,
+        }
+    }
+}
+
+impl<V, I> Op<V, I> {
     fn kind(&self) -> OpKind {
         match self {
             Op::Read => OpKind::Read,
@@ -123,7 +150,7 @@ enum IoState {
 struct Pending<I> {
     token: u64,
     serial: u64,
-    op: Op<I>,
+    op: Op<Vec<u8>, I>,
     key: Vec<u8>,
     hash: u64,
     /// The version the request belongs to (its records get this version).
@@ -405,7 +432,7 @@ impl<F: Functions> Session<F> {
     /// Sets `key` to `value` (a blind update).
     pub fn upsert(&mut self, key: &[u8], value: &[u8]) -> Result<Status> {
         let hash = self.begin_op(key, value.len())?;
-        self.execute(Op::Upsert(value.to_vec()), key, hash, None)
+        self.execute(Op::Upsert(value), key, hash, None)
     }
 
     /// Read-modify-write of `key` with the store's [`Functions`].
@@ -422,7 +449,7 @@ impl<F: Functions> Session<F> {
 
     fn execute(
         &mut self,
-        op: Op<F::Input>,
+        op: Op<&[u8], F::Input>,
         key: &[u8],
         hash: u64,
         mut out: Option<&mut Vec<u8>>,
@@ -432,7 +459,7 @@ impl<F: Functions> Session<F> {
             let version = self.local.version;
             let mut scratch = std::mem::take(&mut self.scratch);
             let outcome = self.attempt(
-                &op,
+                op.borrow(),
                 key,
                 hash,
                 version,
@@ -450,7 +477,7 @@ impl<F: Functions> Session<F> {
                     let mut request = Pending {
                         token,
                         serial: self.serial,
-                        op,
+                        op: op.into_owned(),
                         key: key.to_vec(),
                         hash,
                         version,
@@ -523,7 +550,7 @@ impl<F: Functions> Session<F> {
                 self.load_key(&request.key);
                 let mut scratch = std::mem::take(&mut self.scratch);
                 let outcome = self.attempt(
-                    &request.op,
+                    request.op.borrow(),
                     &request.key,
                     request.hash,
                     request.version,
@@ -638,8 +665,9 @@ impl<F: Functions> Session<F> {
                 return Found::Absent;
             }
             if address >= head {
-                let header = Header(log.word(address).load(Acquire));
-                if !header.invalid() && self.key_matches_memory(address) {
+                let record = log.record(address);
+                let header = Header(record[0].load(Acquire));
+                if !header.invalid() && self.key_matches_memory(record) {
                     return Found::Memory(address);
                 }
                 assert!(
@@ -666,24 +694,25 @@ impl<F: Functions> Session<F> {
         }
     }
 
+    /// Whether the in-memory `record` (from [`Log::record`]) holds the key
+    /// in `key_buf`.
+    ///
+    /// [`Log::record`]: crate::log::Log::record
     #[inline]
-    fn key_matches_memory(&self, address: u64) -> bool {
-        let log = &self.inner.log;
+    fn key_matches_memory(&self, record: &[AtomicU64]) -> bool {
         let key = &self.key_buf;
-        let (key_len, _) = split_lengths(log.word(address + 8).load(Relaxed));
-        if words(key_len) != key.len() {
+        let (key_len, _) = split_lengths(record[1].load(Relaxed));
+        if key_len != self.key_len() {
             return false;
         }
-        if key.len() == 1 {
+        if let [word] = key.as_slice() {
             // The fixed 8-byte-key fast path: one word.
-            return log.word(address + 16).load(Relaxed) == key[0] && key_len == self.key_len();
+            return record[2].load(Relaxed) == *word;
         }
-        key_len == self.key_len()
-            && log
-                .words(address + 16, key.len())
-                .iter()
-                .zip(key)
-                .all(|(w, k)| w.load(Relaxed) == *k)
+        record[2..2 + key.len()]
+            .iter()
+            .zip(key)
+            .all(|(w, k)| w.load(Relaxed) == *k)
     }
 
     fn key_len(&self) -> usize {
@@ -730,7 +759,7 @@ impl<F: Functions> Session<F> {
     #[allow(clippy::too_many_arguments)]
     fn attempt(
         &self,
-        op: &Op<F::Input>,
+        op: Op<&[u8], &F::Input>,
         key: &[u8],
         hash: u64,
         version: u32,
@@ -797,13 +826,14 @@ impl<F: Functions> Session<F> {
             Found::Absent => Outcome::Done(Status::NotFound),
             Found::NeedIo(address) => Outcome::Pending(Some(address)),
             Found::Memory(address) => {
-                if Header(log.word(address).load(Acquire)).tombstone() {
+                let record = log.record(address);
+                if Header(record[0].load(Acquire)).tombstone() {
                     return Outcome::Done(Status::NotFound);
                 }
                 if let Some(out) = out {
-                    let (key_len, value_len) = split_lengths(log.word(address + 8).load(Relaxed));
-                    let at = address + 16 + 8 * words(key_len) as u64;
-                    Value::new(log.words(at, words(value_len)), value_len).read_into(out);
+                    let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
+                    let at = 2 + words(key_len);
+                    Value::new(&record[at..at + words(value_len)], value_len).read_into(out);
                 }
                 Outcome::Done(Status::Ok)
             }
@@ -828,7 +858,7 @@ impl<F: Functions> Session<F> {
     #[allow(clippy::too_many_arguments)]
     fn update_attempt(
         &self,
-        op: &Op<F::Input>,
+        op: Op<&[u8], &F::Input>,
         key: &[u8],
         hash: u64,
         version: u32,
@@ -908,7 +938,7 @@ impl<F: Functions> Session<F> {
                 },
             },
             Found::Memory(address) => {
-                let header = Header(log.word(address).load(Acquire));
+                let header = Header(log.record(address)[0].load(Acquire));
                 if is_delete && header.tombstone() {
                     return Outcome::Done(Status::NotFound);
                 }
@@ -967,7 +997,7 @@ impl<F: Functions> Session<F> {
     #[allow(clippy::too_many_arguments)]
     fn apply(
         &self,
-        op: &Op<F::Input>,
+        op: Op<&[u8], &F::Input>,
         key: &[u8],
         entry: &mut crate::index::Entry<'_>,
         version: u32,
@@ -979,9 +1009,10 @@ impl<F: Functions> Session<F> {
         let functions = &self.inner.functions;
         let old = match plan {
             Plan::InPlace(address) => {
-                let (key_len, value_len) = split_lengths(log.word(address + 8).load(Relaxed));
-                let at = address + 16 + 8 * words(key_len) as u64;
-                let value = Value::new(log.words(at, words(value_len)), value_len);
+                let record = log.record(address);
+                let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
+                let at = 2 + words(key_len);
+                let value = Value::new(&record[at..at + words(value_len)], value_len);
                 match op {
                     Op::Rmw(input) if functions.in_place(&value, input) => {
                         log.mark_dirty(address);
@@ -1009,9 +1040,11 @@ impl<F: Functions> Session<F> {
         // The old value's bytes, for an RMW's copy updater.
         let old_bytes: Option<&[u8]> = match (op, old) {
             (Op::Rmw(_), Old::Memory(address)) => {
-                let (key_len, value_len) = split_lengths(log.word(address + 8).load(Relaxed));
-                let at = address + 16 + 8 * words(key_len) as u64;
-                Value::new(log.words(at, words(value_len)), value_len).read_into(&mut scratch.old);
+                let record = log.record(address);
+                let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
+                let at = 2 + words(key_len);
+                Value::new(&record[at..at + words(value_len)], value_len)
+                    .read_into(&mut scratch.old);
                 Some(&scratch.old)
             }
             (Op::Rmw(_), Old::Disk(at)) => {
