@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -224,15 +224,19 @@ struct ReplayShared<'a> {
     transactions: AtomicU64,
     max_epoch: AtomicU64,
     first_error: Mutex<Option<DurabilityError>>,
+    /// Set once `first_error` holds an error: the reader checks it per
+    /// entry without taking the lock.
+    failed: AtomicBool,
 }
 
 impl ReplayShared<'_> {
     fn fail(&self, error: DurabilityError) {
         self.first_error.lock().get_or_insert(error);
+        self.failed.store(true, Ordering::Release);
     }
 
     fn failed(&self) -> bool {
-        self.first_error.lock().is_some()
+        self.failed.load(Ordering::Acquire)
     }
 
     /// Applies a batch; a damaged record fails the whole recovery.
@@ -277,6 +281,7 @@ fn replay_streaming(
         transactions: AtomicU64::new(0),
         max_epoch: AtomicU64::new(0),
         first_error: Mutex::new(None),
+        failed: AtomicBool::new(false),
     };
     // With one thread the reader applies its batches itself; with more,
     // it reads and `threads - 1` replayers apply.
