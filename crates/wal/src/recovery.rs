@@ -73,7 +73,7 @@ impl<'a> EntryRef<'a> {
     }
 
     /// An owned copy.
-    pub fn to_owned(&self) -> RecoveredEntry {
+    pub fn to_entry(&self) -> RecoveredEntry {
         RecoveredEntry {
             lsn: self.lsn,
             records: self.records().map(<[u8]>::to_vec).collect(),
@@ -111,7 +111,7 @@ pub(crate) struct Scan {
 pub fn read_log(storage: &dyn Storage, dir: &Path) -> Result<RecoveredLog, WalError> {
     let mut entries = Vec::new();
     let mut scanned = scan::<WalError>(storage, dir, &mut |entry| {
-        entries.push(entry.to_owned());
+        entries.push(entry.to_entry());
         Ok(())
     })?;
     scanned.log.entries = entries;

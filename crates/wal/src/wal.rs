@@ -101,7 +101,7 @@ impl Wal {
     ) -> Result<(Wal, RecoveredLog), WalError> {
         let mut entries = Vec::new();
         let (wal, mut log) = Self::open_streaming::<WalError>(storage, dir, options, |entry| {
-            entries.push(entry.to_owned());
+            entries.push(entry.to_entry());
             Ok(())
         })?;
         log.entries = entries;
