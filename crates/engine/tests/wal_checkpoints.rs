@@ -11,10 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
+use common::power_loss_after;
 use epochdb_engine::{Config, Database, DurabilityKind, SilorOptions, Ticket, WalOptions};
-use epochdb_storage::{CrashMode, SimStorage, Storage};
+use epochdb_storage::{SimStorage, Storage};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 fn config(dir: &Path, checkpoint_interval: Duration) -> Config {
     Config {
@@ -189,14 +192,7 @@ fn power_loss_during_frequent_checkpoints_keeps_a_prefix_of_every_worker() {
                     }
                 });
             }
-            std::thread::sleep(Duration::from_micros(rng.gen_range(5_000..60_000)));
-            let crashed = storage.crash(if rng.gen_bool(0.5) {
-                CrashMode::DropUnsynced
-            } else {
-                CrashMode::TearUnsynced
-            });
-            stop.store(true, Ordering::Relaxed);
-            crashed
+            power_loss_after(&storage, &mut rng, 5_000..60_000, &stop)
         });
         checkpoints_total += db.durability_stats().checkpoints;
         drop(db);

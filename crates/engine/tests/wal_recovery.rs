@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
+use common::power_loss_after;
 use epochdb_engine::{Config, Database, DurabilityKind, OpenError, Ticket, WalOptions};
 use epochdb_storage::{CrashMode, FaultKind, FaultOp, SimStorage, Storage};
 use rand::rngs::SmallRng;
@@ -149,25 +152,6 @@ fn a_transaction_larger_than_a_log_entry_is_split_and_recovered_whole() {
     assert_eq!(rows.len(), 300);
     assert!(rows.iter().all(|(_, v)| *v == [7u8; 1024]));
     assert_eq!(db.recovery_report().unwrap().log_entries, 1);
-}
-
-/// Waits a random time in `micros` (µs), then cuts the power (dropping or
-/// tearing unsynced data, at random) and tells the writers to stop.
-/// Returns the disk as the crash left it.
-fn power_loss_after(
-    storage: &SimStorage,
-    rng: &mut SmallRng,
-    micros: std::ops::Range<u64>,
-    stop: &AtomicBool,
-) -> SimStorage {
-    std::thread::sleep(Duration::from_micros(rng.gen_range(micros)));
-    let crashed = storage.crash(if rng.gen_bool(0.5) {
-        CrashMode::DropUnsynced
-    } else {
-        CrashMode::TearUnsynced
-    });
-    stop.store(true, Ordering::Relaxed);
-    crashed
 }
 
 /// A crash while a split transaction's parts are being logged: parts whose
