@@ -19,7 +19,7 @@ use crate::error::WalError;
 use crate::grasshopper::GhShared;
 use crate::options::{LogKind, WalOptions};
 use crate::ring::Ring;
-use crate::sync::{AtomicU64, AtomicU8, Backoff, Mutex};
+use crate::sync::{AtomicU64, AtomicU8, Backoff, Bell, Mutex};
 
 /// Appends are accepted.
 pub(crate) const RUNNING: u8 = 0;
@@ -64,6 +64,14 @@ pub(crate) struct Core {
     failure: parking_lot::Mutex<Option<WalError>>,
     pub(crate) tracker: Tracker,
     pub(crate) counters: Counters,
+    /// Rung by database threads once an entry is in the ring: the worker
+    /// sleeps on it when nothing is reserved beyond SBL.
+    pub(crate) worker_bell: Bell,
+    /// Rung when SBL moves: the flusher sleeps on it.
+    pub(crate) flusher_bell: Bell,
+    /// Rung when SDL moves: threads waiting for space or durability sleep
+    /// on it.
+    pub(crate) sdl_bell: Bell,
 }
 
 impl Core {
@@ -90,6 +98,9 @@ impl Core {
             failure: parking_lot::Mutex::new(None),
             tracker,
             counters: Counters::default(),
+            worker_bell: Bell::new(),
+            flusher_bell: Bell::new(),
+            sdl_bell: Bell::new(),
         }
     }
 
@@ -104,6 +115,26 @@ impl Core {
         let _ = self
             .state
             .compare_exchange(RUNNING, CLOSING, AcqRel, Acquire);
+        self.ring_all();
+    }
+
+    /// Wakes every sleeping pipeline thread and waiter: the state changed.
+    fn ring_all(&self) {
+        self.worker_bell.ring();
+        self.flusher_bell.ring();
+        self.sdl_bell.ring();
+    }
+
+    /// Publishes `sdl` (Release: callbacks may run and ring space may be
+    /// reused) and wakes those waiting for it.
+    pub(crate) fn publish_sdl(&self, sdl: u64) {
+        self.sdl.store(sdl, Release);
+        self.sdl_bell.ring();
+    }
+
+    /// Whether the log has stopped for good (drained or failed).
+    pub(crate) fn is_stopped(&self) -> bool {
+        matches!(self.state(), STOPPED | FAILED)
     }
 
     /// `CLOSING → STOPPED`, by the flusher once drained.
@@ -111,6 +142,7 @@ impl Core {
         let _ = self
             .state
             .compare_exchange(CLOSING, STOPPED, AcqRel, Acquire);
+        self.ring_all();
     }
 
     /// Latches `error`: SDL stays where it is for good (fail-stop, DESIGN
@@ -121,6 +153,8 @@ impl Core {
             *failure = Some(error);
         }
         self.state.store(FAILED, Release);
+        drop(failure);
+        self.ring_all();
     }
 
     /// The error the log failed with, if it did.
@@ -164,10 +198,12 @@ impl Core {
         let mut backoff = Backoff::new();
         // Acquire: the flusher's reads of the bytes we overwrite are done.
         while self.sdl.load(Acquire) < need {
-            if matches!(self.state(), FAILED | STOPPED) {
+            if self.is_stopped() {
                 return Err(self.stop_error());
             }
-            backoff.snooze();
+            backoff.idle(&self.sdl_bell, || {
+                self.sdl.load(Acquire) >= need || self.is_stopped()
+            });
         }
         Ok(())
     }

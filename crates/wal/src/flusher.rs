@@ -14,12 +14,12 @@
 //! callback receives the error.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
 
 use epochdb_storage::Storage;
 
-use crate::core::{Core, CLOSING, FAILED};
+use crate::core::{Core, CLOSING, FAILED, RUNNING};
 use crate::error::WalError;
 use crate::segments::{create_log_file, ActiveFile, FileList, SdlFile};
 use crate::sync::Backoff;
@@ -59,7 +59,12 @@ impl Flusher {
                     self.core.mark_stopped();
                     return;
                 }
-                _ => backoff.snooze(),
+                _ => {
+                    let core = &*self.core;
+                    backoff.idle(&core.flusher_bell, || {
+                        core.sbl.load(Acquire) > sdl || core.state() != RUNNING
+                    });
+                }
             }
         }
     }
@@ -90,8 +95,7 @@ impl Flusher {
         self.active.file.sync()?;
         self.sdl_file.persist(to)?;
         self.active.len += to - from;
-        // Release: callbacks may run and the ring space may be reused.
-        self.core.sdl.store(to, Release);
+        self.core.publish_sdl(to);
         self.core.counters.flushes.fetch_add(1, Relaxed);
         self.core
             .counters

@@ -53,4 +53,4 @@ pub use grasshopper::list::Callback;
 pub use lsn::{Lsn, LsnRange};
 pub use options::{LogKind, WalOptions};
 pub use recovery::{read_log, DiscardedTail, EntryRef, RecoveredEntry, RecoveredLog};
-pub use wal::{ThreadHandle, Wal, WalStats};
+pub use wal::{DurableWatch, ThreadHandle, Wal, WalStats};

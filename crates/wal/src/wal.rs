@@ -176,6 +176,14 @@ impl Wal {
         self.core.sdl.load(Acquire)
     }
 
+    /// A handle that follows SDL from another thread, without borrowing
+    /// the log (an engine's acknowledgement thread keeps one).
+    pub fn durable_watch(&self) -> DurableWatch {
+        DurableWatch {
+            core: Arc::clone(&self.core),
+        }
+    }
+
     /// The next LSN the sequencer hands out (see
     /// [`ThreadHandle::reserved_lsn`]).
     pub fn reserved_lsn(&self) -> Lsn {
@@ -257,20 +265,28 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 }
 
 /// The ELEDA worker thread (stage two): advances SBL until the log stops.
+/// It rings the flusher whenever SBL moves, and sleeps on its own bell
+/// while nothing is reserved beyond SBL.
 fn worker_main(core: &Core, start: Lsn) {
     let mut backoff = Backoff::new();
+    let nothing_to_do = || {
+        // Something reserved beyond SBL (perhaps still being copied: the
+        // writer rings once it is in), or the log stopped.
+        core.next_lsn.load(Acquire) > core.sbl.load(Relaxed) || core.is_stopped()
+    };
     match &core.tracker {
         Tracker::Grasshopper(gh) => {
             let mut worker = GhWorker::new(start);
             loop {
                 if worker.advance(gh, &core.sbl) {
+                    core.flusher_bell.ring();
                     core.counters.hop_bytes.store(worker.hop_bytes, Relaxed);
                     core.counters.crawl_bytes.store(worker.crawl_bytes, Relaxed);
                     backoff.reset();
-                } else if matches!(core.state(), STOPPED | FAILED) {
+                } else if core.is_stopped() {
                     return;
                 } else {
-                    backoff.snooze();
+                    backoff.idle(&core.worker_bell, nothing_to_do);
                 }
             }
         }
@@ -278,11 +294,12 @@ fn worker_main(core: &Core, start: Lsn) {
             let mut worker = BitmapWorker::new(start);
             loop {
                 if worker.advance(bitmap, &core.ring, &core.sbl) {
+                    core.flusher_bell.ring();
                     backoff.reset();
-                } else if matches!(core.state(), STOPPED | FAILED) {
+                } else if core.is_stopped() {
                     return;
                 } else {
-                    backoff.snooze();
+                    backoff.idle(&core.worker_bell, nothing_to_do);
                 }
             }
         }
@@ -296,6 +313,56 @@ enum Side {
     Grasshopper(crate::sync::Arc<GList>),
     /// Baselines: a plain queue in LSN order.
     Queue(VecDeque<(LsnRange, Callback)>),
+}
+
+/// Follows the log's SDL from any thread: see [`Wal::durable_watch`].
+#[derive(Clone)]
+pub struct DurableWatch {
+    core: Arc<Core>,
+}
+
+impl fmt::Debug for DurableWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DurableWatch")
+            .field("durable_lsn", &self.durable_lsn())
+            .finish()
+    }
+}
+
+impl DurableWatch {
+    /// SDL: every entry ending at or below it is durable.
+    pub fn durable_lsn(&self) -> Lsn {
+        self.core.sdl.load(Acquire)
+    }
+
+    /// The error the log failed with, if it did.
+    pub fn failure(&self) -> Option<WalError> {
+        self.core.failure()
+    }
+
+    /// Whether the log has stopped for good: shut down and drained, or
+    /// failed. SDL read after this returns `true` is final.
+    pub fn is_stopped(&self) -> bool {
+        self.core.is_stopped()
+    }
+
+    /// Blocks, without polling, until SDL is past `lsn` or the log has
+    /// stopped; returns SDL then.
+    pub fn wait_past(&self, lsn: Lsn) -> Lsn {
+        let core = &*self.core;
+        let mut backoff = Backoff::new();
+        loop {
+            // State first: a stopped log's SDL, read after, is final.
+            let stopped = core.is_stopped();
+            let sdl = core.sdl.load(Acquire);
+            if sdl > lsn || stopped {
+                return sdl;
+            }
+            backoff.idle(&core.sdl_bell, || {
+                core.sdl.load(Acquire) > lsn || core.is_stopped()
+            });
+        }
+    }
 }
 
 /// One database thread's access to the log. Not shareable: the grasshopper
@@ -358,6 +425,7 @@ impl ThreadHandle {
                 unsafe { core.ring.write(lsn, &self.scratch) };
                 // SAFETY: this handle is the list's only producer.
                 unsafe { list.push(lsn, lsn + len, callback, &gh.hindex) };
+                core.worker_bell.ring();
                 LsnRange {
                     start: lsn,
                     end: lsn + len,
@@ -369,6 +437,7 @@ impl ThreadHandle {
                 // SAFETY: as above.
                 unsafe { core.ring.write(lsn, &self.scratch) };
                 bitmap.set(lsn, len);
+                core.worker_bell.ring();
                 let range = LsnRange {
                     start: lsn,
                     end: lsn + len,
@@ -390,6 +459,7 @@ impl ThreadHandle {
                 core.next_lsn.store(lsn + len, Relaxed);
                 core.sbl.store(lsn + len, Release);
                 drop(guard);
+                core.flusher_bell.ring();
                 let range = LsnRange {
                     start: lsn,
                     end: lsn + len,
@@ -459,7 +529,10 @@ impl ThreadHandle {
                 self.poll_callbacks();
                 return Err(self.core.stop_error());
             }
-            backoff.snooze();
+            let core = &*self.core;
+            backoff.idle(&core.sdl_bell, || {
+                core.sdl.load(Acquire) >= lsn || core.is_stopped()
+            });
         }
     }
 

@@ -15,10 +15,10 @@
 //! LSN order respects every write-write and write-read dependency, and a
 //! durable LSN prefix is a consistent state. The ticket's position is the
 //! entry's **end LSN**; it resolves when SDL (the storage-durable LSN,
-//! persisted by the log's flusher) reaches it. An "acker" thread polls SDL
-//! and advances the mode's [`Watermark`] with it (back-off: a yield after
-//! progress, otherwise 50 µs sleeps, so acknowledgement adds up to about
-//! that much latency on top of the flush).
+//! persisted by the log's flusher) reaches it. An "acker" thread sleeps
+//! until the flusher publishes a new SDL ([`epochdb_wal::DurableWatch`])
+//! and advances the mode's [`Watermark`] with it: one thread wake-up on
+//! top of the flush, and no CPU while the log is idle.
 //!
 //! A transaction whose redo exceeds a quarter of the log buffer is split
 //! over several entries (PART … COMMIT, all reserved under the same
@@ -92,11 +92,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use epochdb_epoch::EpochManager;
 use epochdb_storage::Storage;
-use epochdb_wal::{ThreadHandle, Wal, WalError, ENTRY_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES};
+use epochdb_wal::{
+    DurableWatch, ThreadHandle, Wal, WalError, ENTRY_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES,
+};
 use parking_lot::Mutex;
 
 use super::silor::checkpoint::CheckpointManager;
@@ -113,9 +114,6 @@ pub(crate) use recovery::{recover, Recovered};
 
 /// The directory inside `dirs[0]` that holds the log crate's files.
 pub(crate) const WAL_SUBDIR: &str = "wal";
-
-/// How long the acker sleeps when SDL did not move.
-const ACKER_SLEEP: Duration = Duration::from_micros(50);
 
 /// The engine's view of a log error.
 impl From<WalError> for DurabilityError {
@@ -212,9 +210,15 @@ impl WalMode {
             checkpoint_stats: Stats::default(),
         });
         let acker_inner = inner.clone();
+        let watch = inner
+            .wal
+            .lock()
+            .as_ref()
+            .map(Wal::durable_watch)
+            .expect("the log was just opened");
         let acker = std::thread::Builder::new()
             .name("epochdb-wal-acker".into())
-            .spawn(move || run_acker(&acker_inner))?;
+            .spawn(move || run_acker(&acker_inner, &watch))?;
         let checkpoints = CheckpointManager::start(inner.clone(), tables, next_checkpoint_id)?;
         Ok(Arc::new(Self {
             inner,
@@ -225,32 +229,26 @@ impl WalMode {
     }
 }
 
-/// Publishes SDL to the watermark until the log stops or fails.
-fn run_acker(inner: &Inner) {
+/// Publishes SDL to the watermark until the log stops or fails. It sleeps
+/// until the flusher publishes a new SDL (no polling).
+fn run_acker(inner: &Inner, watch: &DurableWatch) {
     let mut last = inner.watermark.durable();
     loop {
-        if inner.stop.load(Ordering::Acquire) {
-            return;
-        }
-        let (sdl, failure) = {
-            let guard = inner.wal.lock();
-            let Some(wal) = guard.as_ref() else { return };
-            (wal.durable_lsn(), wal.failure())
-        };
+        // Stopped first: SDL read after a stopped log is final.
+        let stopped = watch.is_stopped() || inner.stop.load(Ordering::Acquire);
+        let sdl = watch.wait_past(last);
         // Everything at or below an SDL the log published is durable, even
         // if the log failed right after: acknowledge it first.
         if sdl > last {
             inner.watermark.advance(sdl);
             last = sdl;
         }
-        if let Some(error) = failure {
+        if let Some(error) = watch.failure() {
             inner.fail(wal_error(&error));
             return;
         }
-        if sdl == last {
-            std::thread::sleep(ACKER_SLEEP);
-        } else {
-            std::thread::yield_now();
+        if stopped {
+            return;
         }
     }
 }
