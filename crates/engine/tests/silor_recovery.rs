@@ -173,6 +173,56 @@ mod sim {
         }
     }
 
+    /// While nothing is logged the persistent epoch moves without syncing
+    /// `pepoch` (an idle server with 1 ms epochs would sync it a thousand
+    /// times a second); a checkpoint taken then still survives power loss,
+    /// because installing it brings the file up to its `e_h` first.
+    #[test]
+    fn an_idle_log_does_not_sync_and_a_checkpoint_then_survives_power_loss() {
+        let storage = SimStorage::new(7);
+        let db = Database::open(Config {
+            storage: Some(Arc::new(storage.clone()) as Arc<dyn Storage>),
+            ..config(DurabilityKind::Silor, Path::new("/db"))
+        })
+        .unwrap();
+        write_batch(&db, 0, 300, 1);
+        let before_idle = db.persistent_epoch().unwrap();
+        let syncs_before = storage.calls(FaultOp::Sync);
+        // 5 ms epochs: about 30 epochs go by with nothing to log.
+        std::thread::sleep(Duration::from_millis(150));
+        let idle_syncs = storage.calls(FaultOp::Sync) - syncs_before;
+        let after_idle = db.persistent_epoch().unwrap();
+        assert!(
+            after_idle >= before_idle + 5,
+            "e_p must keep moving while idle: {before_idle} -> {after_idle}"
+        );
+        assert!(
+            idle_syncs <= 2,
+            "{idle_syncs} syncs while idle for {} epochs",
+            after_idle - before_idle
+        );
+        // A read-only transaction of the current epoch is acknowledged
+        // without anything new being logged.
+        let table = db.table("t").unwrap();
+        let mut worker = db.worker().unwrap();
+        let (_, read_ticket) = worker
+            .run(|tx| Ok(tx.get(table, &key(3))?.is_some()))
+            .unwrap();
+        read_ticket.wait().unwrap();
+        drop(worker);
+        db.checkpoint().unwrap();
+        let crashed = storage.crash(epochdb_storage::CrashMode::DropUnsynced);
+        drop(db);
+        let db = Database::open(Config {
+            storage: Some(Arc::new(crashed) as Arc<dyn Storage>),
+            ..config(DurabilityKind::Silor, Path::new("/db"))
+        })
+        .unwrap();
+        let report = db.recovery_report().unwrap().clone();
+        assert!(report.checkpoint_epochs.is_some(), "{report:?}");
+        assert_eq!(count_with_tag(&db, 1), (300, 300));
+    }
+
     /// A failed write or sync stops acknowledgements for good, and a full
     /// disk says so.
     #[test]

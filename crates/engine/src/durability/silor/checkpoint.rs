@@ -73,8 +73,9 @@ pub(crate) trait CheckpointHost: Send + Sync + 'static {
     /// After every checkpointer finished: a position (the metadata's `e_h`)
     /// such that everything the checkpoint read is in the log below it.
     fn end(&self) -> u64;
-    /// Whether the log is durable through `end`'s position.
-    fn is_durable(&self, end: u64) -> bool;
+    /// Whether the log is durable through `end`'s position, as recovery
+    /// will see it.
+    fn is_durable(&self, end: u64) -> Result<bool, StorageError>;
     /// After the checkpoint is installed: removes the log it made
     /// unneeded.
     fn remove_old_log(&self, meta: &CheckpointMeta) -> Result<(), StorageError>;
@@ -127,8 +128,15 @@ impl CheckpointHost for Inner {
     }
 
     /// Install only once the log is durable through `e_h` (§4.2).
-    fn is_durable(&self, e_h: u64) -> bool {
-        self.persistent_epoch() >= e_h
+    /// The published `e_p` may run ahead of the `pepoch` file while
+    /// nothing is logged; recovery reads the file, so it is brought up to
+    /// `e_h` first.
+    fn is_durable(&self, e_h: u64) -> Result<bool, StorageError> {
+        if self.persistent_epoch() < e_h {
+            return Ok(false);
+        }
+        self.persist_pepoch_through(e_h)?;
+        Ok(true)
     }
 
     /// Every log file wholly below `e_l` (§4.3).
@@ -362,7 +370,7 @@ fn write_and_install(
 
     // Install only once everything the checkpoint read is durable in the
     // log (§4.2's e_h ≤ e_p).
-    while !inner.is_durable(end) {
+    while !inner.is_durable(end)? {
         if stop() {
             return Err(CheckpointError::Stopped);
         }

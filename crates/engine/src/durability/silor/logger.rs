@@ -51,6 +51,9 @@ pub(crate) struct LoggerShared {
     /// The `data.log` and length synced when `e_l` was published (stored
     /// before `e_l`, so whoever reads a new `e_l` finds at least this).
     pub(crate) synced: Mutex<SyncedLog>,
+    /// The largest epoch of any buffer this logger has written (stored
+    /// before the `e_l` that covers it is published).
+    pub(crate) max_epoch_written: AtomicU64,
 }
 
 impl LoggerShared {
@@ -63,6 +66,7 @@ impl LoggerShared {
             workers: Mutex::new(Vec::new()),
             e_l: AtomicU64::new(initial_e_l),
             synced: Mutex::new(SyncedLog::default()),
+            max_epoch_written: AtomicU64::new(0),
         }
     }
 
@@ -284,6 +288,9 @@ impl Logger {
             .stats
             .log_bytes
             .fetch_add(buffer.len() as u64, Ordering::Relaxed);
+        self.shared()
+            .max_epoch_written
+            .fetch_max(epoch, Ordering::Release);
         self.file_first_epoch.get_or_insert(epoch);
         self.file_max_epoch = self.file_max_epoch.max(epoch);
         self.shared().recycle(buffer);

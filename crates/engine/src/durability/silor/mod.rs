@@ -183,6 +183,16 @@ impl Inner {
 
     /// §3.5 steps 5–6: `e_p = min(e_l) − 1`, made durable in `pepoch`,
     /// then published.
+    ///
+    /// While nothing is logged, `e_p` still moves every epoch (read-only
+    /// transactions wait on it), but the sync that makes it durable is
+    /// skipped when no logger has written a record of an epoch above the
+    /// `pepoch` on disk: recovery with the older `e_p` then restores the
+    /// same state, so the published `e_p` may run ahead of the file. An
+    /// idle server with 1 ms epochs would otherwise sync `pepoch` a
+    /// thousand times a second. A checkpoint, whose `e_h` recovery checks
+    /// against the file, forces the file up first
+    /// ([`Inner::persist_pepoch_through`]).
     pub(crate) fn publish_persistent_epoch(&self) -> Result<(), StorageError> {
         let min_e_l = self
             .loggers
@@ -191,13 +201,31 @@ impl Inner {
             .min()
             .unwrap_or(0);
         let e_p = min_e_l.saturating_sub(1);
-        let mut pepoch = self.pepoch.lock();
-        if e_p > pepoch.last {
-            pepoch.persist(self, e_p)?;
-            drop(pepoch);
-            self.watermark.advance(e_p);
+        if e_p <= self.watermark.durable() {
+            return Ok(());
         }
+        let mut pepoch = self.pepoch.lock();
+        // Read after the e_l values (Acquire): every buffer of an epoch
+        // ≤ e_p was written, and counted here, before its e_l was stored.
+        let logged = self
+            .loggers
+            .iter()
+            .map(|logger| logger.max_epoch_written.load(Ordering::Acquire))
+            .max()
+            .unwrap_or(0);
+        if logged > pepoch.last {
+            pepoch.persist(self, e_p)?;
+        }
+        drop(pepoch);
+        self.watermark.advance(e_p);
         Ok(())
+    }
+
+    /// Makes the `pepoch` file say at least `epoch`, which must not exceed
+    /// the published `e_p` (so everything through it is synced).
+    pub(crate) fn persist_pepoch_through(&self, epoch: u64) -> Result<(), StorageError> {
+        debug_assert!(epoch <= self.watermark.durable());
+        self.pepoch.lock().persist(self, epoch)
     }
 
     /// The durable persistent epoch.

@@ -194,6 +194,17 @@ pub(crate) fn recover(
             dirs.len()
         )));
     }
+    if let Some(meta) = meta.as_ref().filter(|m| m.e_h > e_p) {
+        // The manager installs a checkpoint only after `pepoch` says at
+        // least its e_h (§4.2's e_h ≤ e_p), so this is damage.
+        return Err(DurabilityError::Corrupt(format!(
+            "{}: checkpoint {} ends at epoch {} but {} says only {e_p} is persistent",
+            dir0.display(),
+            meta.id,
+            meta.e_h,
+            dir0.join(PEPOCH).display()
+        )));
+    }
     let e_l = meta.as_ref().map_or(0, |m| m.e_l);
     remove_strays(storage, dirs, meta.as_ref())?;
 

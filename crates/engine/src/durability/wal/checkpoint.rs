@@ -99,8 +99,8 @@ impl CheckpointHost for Inner {
             .map_or(u64::MAX, epochdb_wal::Wal::reserved_lsn)
     }
 
-    fn is_durable(&self, end: u64) -> bool {
-        self.watermark.durable() >= end
+    fn is_durable(&self, end: u64) -> Result<bool, StorageError> {
+        Ok(self.watermark.durable() >= end)
     }
 
     fn remove_old_log(&self, meta: &CheckpointMeta) -> Result<(), StorageError> {
