@@ -359,7 +359,7 @@ pub(crate) fn info(state: &State, args: &[Bytes], out: &mut Out<'_>) {
     }
     if show("keyspace") {
         // The index size counts deleted keys not yet unlinked: approximate.
-        let keys = state.db.approximate_len(state.table);
+        let keys = state.db.approximate_len(state.keyspace.keys);
         text.push_str("# Keyspace\r\n");
         if keys > 0 {
             let _ = write!(text, "db0:keys={keys},expires=0,avg_ttl=0\r\n");

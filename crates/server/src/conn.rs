@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use crate::command::{self, Cmd};
 use crate::config::Ack;
 use crate::data::{self, wrong_arity, TxContext};
+use crate::keyspace::{self, GenKeys};
 use crate::output::Output;
 use crate::resp::{parse_i64, Args, Limits, Out, Parser};
 use crate::server::State;
@@ -376,17 +377,24 @@ async fn execute(
                 return Next::Continue;
             }
             let keys = &args[1..];
-            let table = state.table;
+            let keyspace = state.keyspace;
+            // The stored keys carry the generation read here: EXEC fails if
+            // a FLUSHDB moved it on (Redis's FLUSHDB touches every key).
             let versions = engine_thread::with_worker(state.id, &state.db, |w| {
                 w.run(|tx| {
+                    let mut gen_keys = GenKeys::begin(tx, keyspace)?;
                     keys.iter()
-                        .map(|k| tx.version(table, k))
+                        .map(|k| {
+                            let stored = gen_keys.stored_key(k);
+                            let version = gen_keys.version(tx, &stored)?;
+                            Ok((stored, version))
+                        })
                         .collect::<Result<Vec<_>, _>>()
                 })
             });
             match versions {
                 Ok(Ok((versions, _ticket))) => {
-                    client.watched.extend(keys.iter().cloned().zip(versions));
+                    client.watched.extend(versions);
                     out.ok();
                 }
                 Ok(Err(e)) => out.error(&tx_error(&e)),
@@ -400,7 +408,7 @@ async fn execute(
         Cmd::Scan => scan(state, &args, &mut out),
         Cmd::FlushDb | Cmd::FlushAll => {
             let reply_at = batch.len();
-            match flush_all(state, scratch) {
+            match flush_db(state, &args) {
                 Ok(ticket) => {
                     Out::new(batch, resp3).ok();
                     reply(state, resp3, ticket, batch, reply_at, output);
@@ -465,13 +473,13 @@ async fn execute(
         }
         data_cmd => {
             let reply_at = batch.len();
-            let table = state.table;
+            let keyspace = state.keyspace;
             let now_ms = value::now_ms();
             let outcome = engine_thread::with_worker(state.id, &state.db, |w| {
                 w.run(|tx| {
                     batch.truncate(reply_at);
                     let mut cx = TxContext {
-                        table,
+                        keys: GenKeys::begin(tx, keyspace)?,
                         now_ms,
                         scratch: &mut *scratch,
                     };
@@ -539,13 +547,14 @@ fn run_exec(
     output: &mut Output,
 ) {
     let reply_at = batch.len();
-    let table = state.table;
+    let keyspace = state.keyspace;
     let now_ms = value::now_ms();
     let outcome = engine_thread::with_worker(state.id, &state.db, |w| {
         w.run(|tx| {
             batch.truncate(reply_at);
-            for (key, version) in watched {
-                if tx.version(table, key)? != *version {
+            let keys = GenKeys::begin(tx, keyspace)?;
+            for (stored, version) in watched {
+                if !keys.is_current(stored) || keys.version(tx, stored)? != *version {
                     Out::new(&mut *batch, resp3).nil_array();
                     return Ok(());
                 }
@@ -553,7 +562,7 @@ fn run_exec(
             let mut out = Out::new(&mut *batch, resp3);
             out.array(queue.len());
             let mut cx = TxContext {
-                table,
+                keys,
                 now_ms,
                 scratch: &mut *scratch,
             };
@@ -651,20 +660,20 @@ fn scan(state: &Arc<State>, args: &[Bytes], out: &mut Out<'_>) {
             }
         }
     };
-    let table = state.table;
+    let keyspace = state.keyspace;
     let now_ms = value::now_ms();
     let mut scratch = Vec::new();
     let mut keys = Vec::new();
     let outcome = engine_thread::with_worker(state.id, &state.db, |w| {
         w.run(|tx| {
             keys.clear();
-            let cx = TxContext {
-                table,
+            let mut cx = TxContext {
+                keys: GenKeys::begin(tx, keyspace)?,
                 now_ms,
                 scratch: &mut scratch,
             };
             let from = resume.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            data::scan_live(tx, &cx, from, pattern, count, |key| {
+            data::scan_live(tx, &mut cx, from, pattern, count, |key| {
                 if only_strings {
                     keys.push(key.to_vec());
                 }
@@ -689,42 +698,72 @@ fn scan(state: &Arc<State>, args: &[Bytes], out: &mut Out<'_>) {
     }
 }
 
-/// FLUSHDB: deletes every key, in transactions of a bounded size (so a
-/// large keyspace does not make one huge write set). Not atomic with
-/// respect to concurrent writers, unlike Redis's.
-fn flush_all(state: &Arc<State>, scratch: &mut Vec<u8>) -> Result<Ticket, String> {
-    const CHUNK_KEYS: usize = 1024;
-    let table = state.table;
-    let mut last_ticket = Ticket::resolved();
+/// FLUSHDB [ASYNC|SYNC]: one transaction makes every key invisible (see
+/// `keyspace`); the old keys are then purged before the reply, or in the
+/// background with ASYNC (as Redis's lazy free). The reply waits for the
+/// flush's ticket either way.
+fn flush_db(state: &Arc<State>, args: &[Bytes]) -> Result<Ticket, String> {
+    let asynchronous = match args.get(1) {
+        None => false,
+        Some(mode) if mode.eq_ignore_ascii_case(b"async") => true,
+        Some(mode) if mode.eq_ignore_ascii_case(b"sync") && args.len() == 2 => false,
+        Some(_) => return Err(data::SYNTAX_ERROR.to_string()),
+    };
+    if args.len() > 2 {
+        return Err(data::SYNTAX_ERROR.to_string());
+    }
+    let keyspace = state.keyspace;
+    let (_, ticket) =
+        engine_thread::with_worker(state.id, &state.db, |w| w.run(|tx| keyspace.flush(tx)))
+            .map_err(|e| format!("ERR {e}"))?
+            .map_err(|e| tx_error(&e))?;
+    if asynchronous {
+        tokio::spawn(purge_in_background(state.clone()));
+        return Ok(ticket);
+    }
+    let purged = purge_old_keys(state)?;
+    Ok(if purged.position() > ticket.position() {
+        purged
+    } else {
+        ticket
+    })
+}
+
+/// Deletes the keys of old generations, a chunk per transaction; returns
+/// the last chunk's ticket.
+fn purge_old_keys(state: &Arc<State>) -> Result<Ticket, String> {
+    let mut last = Ticket::resolved();
+    loop {
+        let (n, ticket) = engine_thread::with_worker(state.id, &state.db, |w| {
+            w.run(|tx| keyspace::purge_chunk(tx, state.keyspace))
+        })
+        .map_err(|e| format!("ERR {e}"))?
+        .map_err(|e| tx_error(&e))?;
+        if ticket.position() >= last.position() {
+            last = ticket;
+        }
+        if n == 0 {
+            return Ok(last);
+        }
+    }
+}
+
+/// [`purge_old_keys`] as a background task that lets other tasks run
+/// between chunks; also run at start-up, for a purge a crash cut short.
+pub(crate) async fn purge_in_background(state: Arc<State>) {
     loop {
         let outcome = engine_thread::with_worker(state.id, &state.db, |w| {
-            w.run(|tx| {
-                let cx = TxContext {
-                    table,
-                    now_ms: 0,
-                    scratch: &mut *scratch,
-                };
-                let mut keys = Vec::new();
-                data::scan_live(tx, &cx, Bound::Unbounded, b"*", CHUNK_KEYS, |key| {
-                    keys.push(key.to_vec())
-                })?;
-                for key in &keys {
-                    tx.delete(table, key)?;
-                }
-                Ok(keys.len())
-            })
-        })
-        .map_err(|e| format!("ERR {e}"))?;
+            w.run(|tx| keyspace::purge_chunk(tx, state.keyspace))
+        });
         match outcome {
-            Ok((0, ticket)) => {
-                return Ok(if ticket.position() >= last_ticket.position() {
-                    ticket
-                } else {
-                    last_ticket
-                })
-            }
-            Ok((_, ticket)) => last_ticket = ticket,
-            Err(e) => return Err(tx_error(&e)),
+            Ok(Ok((0, _))) => return,
+            Ok(Ok(_)) => tokio::task::yield_now().await,
+            // A failed mode fails every write; a conflict storm gives up
+            // until the next FLUSHDB or start.
+            _ => return,
+        }
+        if state.stopping.load(Ordering::Relaxed) {
+            return;
         }
     }
 }

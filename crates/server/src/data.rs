@@ -9,10 +9,11 @@
 use std::ops::Bound;
 
 use bytes::Bytes;
-use epochdb_engine::{Abort, TableId, Transaction};
+use epochdb_engine::{Abort, Transaction};
 
 use crate::command::Cmd;
 use crate::glob;
+use crate::keyspace::GenKeys;
 use crate::resp::{parse_i64, Out};
 use crate::value::{encode, Stored};
 
@@ -27,8 +28,8 @@ pub(crate) const WRONG_TYPE: &str =
 /// What one command's body needs besides the transaction.
 #[derive(Debug)]
 pub(crate) struct TxContext<'a> {
-    /// The keyspace's table.
-    pub(crate) table: TableId,
+    /// The keyspace, at the generation this transaction read.
+    pub(crate) keys: GenKeys,
     /// "Now" for expiry, fixed for the whole transaction.
     pub(crate) now_ms: u64,
     /// Scratch space for encoding values.
@@ -40,10 +41,10 @@ type Live<'t> = Result<Option<Stored<'t>>, ()>;
 
 fn read_live<'t>(
     tx: &mut Transaction<'t>,
-    cx: &TxContext<'_>,
+    cx: &mut TxContext<'_>,
     key: &[u8],
 ) -> Result<Live<'t>, Abort> {
-    let Some(bytes) = tx.get(cx.table, key)? else {
+    let Some(bytes) = cx.keys.get(tx, key)? else {
         return Ok(Ok(None));
     };
     Ok(match Stored::decode(bytes) {
@@ -61,7 +62,7 @@ fn write(
     expires_at_ms: Option<u64>,
 ) -> Result<(), Abort> {
     encode(cx.scratch, data, expires_at_ms);
-    tx.put(cx.table, key, cx.scratch)
+    cx.keys.put(tx, key, cx.scratch)
 }
 
 /// Runs a data command. `args[0]` is the command name; the arity has been
@@ -104,7 +105,7 @@ pub(crate) fn execute(
         Cmd::GetDel => match read_live(tx, cx, &args[1])? {
             Ok(old) => {
                 if old.is_some() {
-                    tx.delete(cx.table, &args[1])?;
+                    cx.keys.delete(tx, &args[1])?;
                 }
                 out.bulk_or_nil(old.map(|s| s.data));
             }
@@ -121,7 +122,7 @@ pub(crate) fn execute(
             let mut removed = 0;
             for key in &args[1..] {
                 let live = matches!(read_live(tx, cx, key)?, Ok(Some(_)) | Err(()));
-                if tx.delete(cx.table, key)? && live {
+                if cx.keys.delete(tx, key)? && live {
                     removed += 1;
                 }
             }
@@ -435,7 +436,7 @@ fn expire(
     if !allowed {
         out.int(0);
     } else if when <= cx.now_ms {
-        tx.delete(cx.table, &args[1])?;
+        cx.keys.delete(tx, &args[1])?;
         out.int(1);
     } else {
         let data = stored.data;
@@ -497,7 +498,7 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 /// whether the range ran out before `limit`.
 pub(crate) fn scan_live(
     tx: &mut Transaction<'_>,
-    cx: &TxContext<'_>,
+    cx: &mut TxContext<'_>,
     from: Bound<&[u8]>,
     pattern: &[u8],
     limit: usize,
@@ -516,7 +517,7 @@ pub(crate) fn scan_live(
     let mut visited = 0usize;
     let mut last: Option<Vec<u8>> = None;
     let now = cx.now_ms;
-    tx.scan(cx.table, from, to, limit, |key, value| {
+    cx.keys.scan(tx, from, to, limit, |key, value| {
         visited += 1;
         let live = Stored::decode(value).is_none_or(|s| !s.is_expired(now));
         if live && (match_all || glob::matches(pattern, key)) {

@@ -35,7 +35,7 @@ pub(crate) async fn sweep(state: Arc<State>) {
         if state.stopping.load(Ordering::Relaxed) {
             return;
         }
-        let table = state.table;
+        let table = state.keyspace.keys;
         let now = now_ms();
         let from = resume_after.clone();
         let outcome = engine_thread::with_worker(state.id, &state.db, |w| {

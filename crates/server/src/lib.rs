@@ -24,10 +24,12 @@ mod data;
 mod engine_thread;
 mod expire;
 mod glob;
+mod keyspace;
 mod output;
 pub mod resp;
 mod server;
 mod value;
 
 pub use config::{Ack, SettingError, Settings};
-pub use server::{serve, RunningServer, ServeError, State, Stats, KEYSPACE_TABLE};
+pub use keyspace::{KEYSPACE_META_TABLE, KEYSPACE_TABLE};
+pub use server::{serve, RunningServer, ServeError, State, Stats};

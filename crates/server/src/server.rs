@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use epochdb_engine::{Config, Database, OpenError, SilorOptions, TableId};
+use epochdb_engine::{Config, Database, OpenError, SilorOptions};
 use parking_lot::{Mutex, RwLock};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -15,10 +15,8 @@ use tokio::sync::Notify;
 
 use crate::config::{SettingError, Settings};
 use crate::cursor::Cursors;
+use crate::keyspace::Keyspace;
 use crate::{conn, engine_thread, value};
-
-/// The one table that holds the keyspace (`SELECT 0`).
-pub const KEYSPACE_TABLE: &str = "redis:0";
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -66,8 +64,8 @@ pub struct State {
     pub id: u64,
     /// The database.
     pub db: Database,
-    /// The keyspace table.
-    pub table: TableId,
+    /// The keyspace's tables (`SELECT 0`).
+    pub(crate) keyspace: Keyspace,
     /// The settings (`CONFIG SET` changes some).
     pub settings: RwLock<Settings>,
     /// Counters.
@@ -115,7 +113,7 @@ static NEXT_SERVER_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Opens the database the settings describe, recovering its directory,
 /// and logs how long recovery took.
-fn open_database(settings: &Settings) -> Result<(Database, TableId), ServeError> {
+fn open_database(settings: &Settings) -> Result<(Database, Keyspace), ServeError> {
     settings.validate()?;
     let threads = if settings.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -140,11 +138,8 @@ fn open_database(settings: &Settings) -> Result<(Database, TableId), ServeError>
     };
     let begun = Instant::now();
     let db = Database::open(config)?;
-    let table = match db.table(KEYSPACE_TABLE) {
-        Some(table) => table,
-        None => db.create_table(KEYSPACE_TABLE)?,
-    };
-    let keys = db.approximate_len(table);
+    let keyspace = Keyspace::open(&db)?;
+    let keys = db.approximate_len(keyspace.keys);
     match db.recovery_report() {
         Some(report) => eprintln!(
             "epochdb: recovered {} ({} keys) in {:.3} s: checkpoint {} B in {:.3} s, log {} B ({} entries) in {:.3} s, persistent epoch {}",
@@ -164,7 +159,7 @@ fn open_database(settings: &Settings) -> Result<(Database, TableId), ServeError>
             begun.elapsed().as_secs_f64()
         ),
     }
-    Ok((db, table))
+    Ok((db, keyspace))
 }
 
 /// A server running on its own runtime, for tests and embedding.
@@ -241,7 +236,7 @@ fn serve_inner(
     handle_signals: bool,
     ready: Option<std::sync::mpsc::Sender<Arc<State>>>,
 ) -> Result<(), ServeError> {
-    let (db, table) = open_database(&settings)?;
+    let (db, keyspace) = open_database(&settings)?;
     let threads = db.config().workers.max(1);
     let id = NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -254,7 +249,7 @@ fn serve_inner(
     let state = Arc::new(State {
         id,
         db: db.clone(),
-        table,
+        keyspace,
         settings: RwLock::new(settings),
         stats: Stats::default(),
         clients: AtomicUsize::new(0),
@@ -313,6 +308,7 @@ async fn accept_all(
         });
     }
     tokio::spawn(crate::expire::sweep(state.clone()));
+    tokio::spawn(conn::purge_in_background(state.clone()));
     let mut accepts = Vec::new();
     for listener in listeners {
         accepts.push(tokio::spawn(accept_loop(state.clone(), listener)));

@@ -337,3 +337,111 @@ fn durable_writes_survive_a_restart_and_config_reports_the_settings() {
     );
     assert_eq!(c.run("DBSIZE"), Reply::Int(103));
 }
+
+/// FLUSHDB is one transaction: a reader never sees part of the keyspace
+/// flushed. The two watched keys are thousands of keys apart, so a flush
+/// that deleted in chunks (as epochdb's first one did) shows one without
+/// the other.
+#[test]
+fn flushdb_is_atomic_under_concurrent_writers_and_readers() {
+    let server = start(in_memory());
+    let addr = server.local_addr();
+    let mut setup = Client::connect(addr);
+    let mut wire = Vec::new();
+    for i in 0..5000 {
+        wire.extend_from_slice(
+            format!("*3\r\n$3\r\nSET\r\n$6\r\nk{i:05}\r\n$1\r\nv\r\n").as_bytes(),
+        );
+    }
+    setup.send_raw(&wire).unwrap();
+    for _ in 0..5000 {
+        assert_eq!(setup.read().unwrap(), Reply::ok());
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = Client::connect(addr);
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                let v = n.to_string();
+                let reply = c.cmd(&[b"MSET", b"k00000", v.as_bytes(), b"k04999", v.as_bytes()]);
+                assert_eq!(reply, Reply::ok());
+            }
+        })
+    };
+    let reader = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = Client::connect(addr);
+            let mut reads = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Reply::Array(Some(pair)) = c.run("MGET k00000 k04999") else {
+                    panic!("MGET must answer an array")
+                };
+                assert!(
+                    matches!(
+                        (&pair[0], &pair[1]),
+                        (Reply::Bulk(None), Reply::Bulk(None))
+                            | (Reply::Bulk(Some(_)), Reply::Bulk(Some(_)))
+                    ),
+                    "a reader saw half a flush: {pair:?}"
+                );
+                reads += 1;
+            }
+            reads
+        })
+    };
+    let mut flusher = Client::connect(addr);
+    for round in 0..20 {
+        let mode = if round % 2 == 0 {
+            "FLUSHDB"
+        } else {
+            "FLUSHDB ASYNC"
+        };
+        assert_eq!(flusher.run(mode), Reply::ok());
+        // Refill the middle so the next flush has thousands of keys again.
+        let mut wire = Vec::new();
+        for i in 1..4999 {
+            wire.extend_from_slice(
+                format!("*3\r\n$3\r\nSET\r\n$6\r\nk{i:05}\r\n$1\r\nv\r\n").as_bytes(),
+            );
+        }
+        flusher.send_raw(&wire).unwrap();
+        for _ in 1..4999 {
+            assert_eq!(flusher.read().unwrap(), Reply::ok());
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let reads = reader.join().unwrap();
+    assert!(reads > 0);
+    assert_eq!(flusher.run("FLUSHDB SYNC"), Reply::ok());
+    assert_eq!(flusher.run("DBSIZE"), Reply::Int(0));
+    assert!(matches!(flusher.run("FLUSHDB LATER"), Reply::Error(_)));
+}
+
+/// A FLUSHDB between WATCH and EXEC fails the EXEC, as in Redis (it
+/// touches every key), even for a key that did not exist.
+#[test]
+fn flushdb_touches_watched_keys() {
+    let server = start(in_memory());
+    let mut a = Client::connect(server.local_addr());
+    let mut b = Client::connect(server.local_addr());
+    for key in ["present", "absent"] {
+        if key == "present" {
+            a.run("SET present 1");
+        }
+        assert_eq!(a.run(&format!("WATCH {key}")), Reply::ok());
+        assert_eq!(b.run("FLUSHDB"), Reply::ok());
+        assert_eq!(a.run("MULTI"), Reply::ok());
+        a.run("SET x 1");
+        assert_eq!(a.run("EXEC"), Reply::Array(None), "WATCH {key}");
+    }
+    // Without a flush in between the same sequence commits.
+    assert_eq!(a.run("WATCH absent"), Reply::ok());
+    assert_eq!(a.run("MULTI"), Reply::ok());
+    a.run("SET x 1");
+    assert_eq!(a.run("EXEC"), Reply::Array(Some(vec![Reply::ok()])));
+}
