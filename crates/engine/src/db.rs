@@ -260,12 +260,21 @@ impl Database {
     }
 
     /// Index entries of a table, including absent records awaiting unlink.
+    /// Returns 0 if no epoch slot is free to walk the index safely (more
+    /// threads than the epoch table holds).
     pub fn approximate_len(&self, table: TableId) -> usize {
-        self.shared
-            .tables
-            .read()
-            .get(table.0 as usize)
-            .map_or(0, |t| t.index_len())
+        let Some(table) = self.shared.tables.read().get(table.0 as usize).cloned() else {
+            return 0;
+        };
+        // Walking the leaves needs epoch protection: unlinked leaves are
+        // freed through the epoch framework.
+        let Ok(mut handle) = self.shared.epochs.register() else {
+            return 0;
+        };
+        handle.protect();
+        let len = table.index_len();
+        handle.unprotect();
+        len
     }
 
     /// Registers a worker for the calling thread. Transactions run on

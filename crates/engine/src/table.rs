@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use epochdb_epoch::EpochHandle;
 
 use crate::blob::free_blob;
-use crate::index::{InsertedInto, LeafVersion, Tree};
+use crate::index::{free_leaf, InsertedInto, LeafVersion, Tree};
 use crate::record::{free_record, RecordRef};
 use crate::tid::{tid_of, Tid, ABSENT_BIT};
 
@@ -80,13 +80,21 @@ impl Table {
         record: RecordRef,
         handle: &mut EpochHandle,
     ) -> bool {
-        let (removed, key_copy) = self.index.remove_if(key, |value| value == record.to_word());
-        if let Some(copy) = key_copy {
+        let removed = self.index.remove_if(key, |value| value == record.to_word());
+        if let Some(copy) = removed.key_copy {
             // SAFETY: the key copy just left the index; concurrent readers
             // are epoch-protected, so it is freed only after they finish.
             unsafe { handle.retire(copy, free_blob) };
         }
-        removed
+        if let Some(unlinked) = removed.unlinked {
+            // SAFETY: as above, for the emptied leaf it unlinked.
+            unsafe { handle.retire(unlinked.leaf, free_leaf) };
+            if let Some(copy) = unlinked.separator_copy {
+                // SAFETY: as above, for the leaf's separator in its parent.
+                unsafe { handle.retire(copy, free_blob) };
+            }
+        }
+        removed.removed
     }
 
     /// Visits `(key, record)` in key order over `(lo, hi)` until `visit`

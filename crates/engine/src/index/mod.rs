@@ -5,7 +5,7 @@
 mod key;
 mod tree;
 
-pub(crate) use tree::{InsertedInto, LeafVersion, Tree};
+pub(crate) use tree::{free_leaf, InsertedInto, LeafVersion, Tree};
 
 #[cfg(test)]
 mod tests;

@@ -10,11 +10,40 @@ use proptest::prelude::*;
 
 use super::Tree;
 
-/// Frees removed key copies at the end (no concurrent readers in tests).
-fn free_all(copies: Vec<*mut ()>) {
-    for copy in copies {
-        // SAFETY: removed from the tree; nothing else reads them.
-        unsafe { crate::blob::free_blob(copy) };
+/// What removals took out of a tree, freed at the end of a test (no
+/// concurrent readers then; in the engine this goes through epochs).
+#[derive(Default)]
+struct Garbage {
+    blobs: Vec<usize>,
+    leaves: Vec<usize>,
+}
+
+impl Garbage {
+    /// Keeps what `removed` took out; returns whether it removed the key.
+    fn keep(&mut self, removed: super::tree::Removed) -> bool {
+        self.blobs.extend(removed.key_copy.map(|p| p as usize));
+        if let Some(unlinked) = removed.unlinked {
+            self.leaves.push(unlinked.leaf as usize);
+            self.blobs
+                .extend(unlinked.separator_copy.map(|p| p as usize));
+        }
+        removed.removed
+    }
+
+    fn absorb(&mut self, other: Garbage) {
+        self.blobs.extend(other.blobs);
+        self.leaves.extend(other.leaves);
+    }
+
+    fn free(self) {
+        for blob in self.blobs {
+            // SAFETY: removed from the tree; nothing else reads them.
+            unsafe { crate::blob::free_blob(blob as *mut ()) };
+        }
+        for leaf in self.leaves {
+            // SAFETY: as above.
+            unsafe { super::free_leaf(leaf as *mut ()) };
+        }
     }
 }
 
@@ -54,7 +83,7 @@ proptest! {
     fn tree_matches_btreemap(ops in prop::collection::vec(op(), 1..1500)) {
         let tree = Tree::new();
         let mut model = BTreeMap::new();
-        let mut copies = Vec::new();
+        let mut garbage = Garbage::default();
         for op in &ops {
             match op {
                 Op::Insert(k, v) => {
@@ -63,8 +92,7 @@ proptest! {
                     prop_assert_eq!(tree.insert(k, *v).is_some(), fresh);
                 }
                 Op::Remove(k) => {
-                    let (removed, copy) = tree.remove_if(k, |_| true);
-                    copies.extend(copy);
+                    let removed = garbage.keep(tree.remove_if(k, |_| true));
                     prop_assert_eq!(removed, model.remove(k).is_some());
                 }
                 Op::Get(k) => prop_assert_eq!(tree.get(k).ok(), model.get(k).copied()),
@@ -79,7 +107,7 @@ proptest! {
         let mut all = Vec::new();
         tree.scan(Bound::Unbounded, Bound::Unbounded, |k, v| { all.push((k.to_vec(), v)); true }, |_| ());
         prop_assert_eq!(all, model.into_iter().collect::<Vec<_>>());
-        free_all(copies);
+        garbage.free();
     }
 }
 
@@ -87,9 +115,9 @@ proptest! {
 fn remove_if_checks_the_value() {
     let tree = Tree::new();
     assert!(tree.insert(b"k", 7).is_some());
-    assert!(!tree.remove_if(b"k", |v| v == 8).0);
+    assert!(!tree.remove_if(b"k", |v| v == 8).removed);
     assert_eq!(tree.get(b"k").ok(), Some(7));
-    assert!(tree.remove_if(b"k", |v| v == 7).0);
+    assert!(tree.remove_if(b"k", |v| v == 7).removed);
     assert!(tree.get(b"k").is_err());
 }
 
@@ -126,7 +154,7 @@ fn concurrent_churn_never_hides_stable_keys() {
         .map(|seed| {
             let (tree, stop) = (tree.clone(), stop.clone());
             std::thread::spawn(move || {
-                let mut copies = Vec::new();
+                let mut garbage = Garbage::default();
                 let mut x = seed + 1;
                 while !stop.load(Ordering::Relaxed) {
                     x ^= x << 13;
@@ -134,10 +162,10 @@ fn concurrent_churn_never_hides_stable_keys() {
                     x ^= x << 17;
                     let n = (x % STABLE) * 2 + 1;
                     if tree.insert(&long(n), n).is_none() {
-                        copies.extend(tree.remove_if(&long(n), |_| true).1.map(|p| p as usize));
+                        garbage.keep(tree.remove_if(&long(n), |_| true));
                     }
                 }
-                copies
+                garbage
             })
         })
         .collect();
@@ -170,12 +198,11 @@ fn concurrent_churn_never_hides_stable_keys() {
     stop.store(true, Ordering::Relaxed);
     // Removed copies may still be read by a concurrent scan in real use;
     // here every thread has stopped, so freeing them now is safe.
-    let copies: Vec<_> = writers
-        .into_iter()
-        .flat_map(|w| w.join().unwrap())
-        .map(|p| p as *mut ())
-        .collect();
-    free_all(copies);
+    let mut garbage = Garbage::default();
+    for writer in writers {
+        garbage.absorb(writer.join().unwrap());
+    }
+    garbage.free();
     assert!(scans > 5);
 }
 
@@ -203,7 +230,177 @@ fn leaf_versions_see_every_change_and_patch_our_own() {
     }
     assert!(missing.unchanged() && seen.iter().all(|leaf| leaf.unchanged()));
     // Someone else's change is not patched away.
-    let (removed, copy) = tree.remove_if(&3u64.to_be_bytes(), |_| true);
-    assert!(removed && copy.is_none());
+    let removed = tree.remove_if(&3u64.to_be_bytes(), |_| true);
+    assert!(removed.removed && removed.key_copy.is_none() && removed.unlinked.is_none());
     assert!(!missing.unchanged());
+}
+
+/// Emptied leaves leave the chain (so scans stop walking them and their
+/// memory can go), and the key ranges they covered still work: lookups,
+/// scans and new inserts land in the left neighbour.
+#[test]
+fn emptied_leaves_are_unlinked_and_their_ranges_still_work() {
+    let tree = Tree::new();
+    let mut model = BTreeMap::new();
+    let mut garbage = Garbage::default();
+    for n in 0..20_000u64 {
+        assert!(tree.insert(&n.to_be_bytes(), n).is_some());
+        model.insert(n.to_be_bytes().to_vec(), n);
+    }
+    let full = tree.leaf_count();
+    // A queue: delete from the front, keep every 1,000th key.
+    for n in 0..20_000u64 {
+        if n % 1_000 != 0 {
+            assert!(garbage.keep(tree.remove_if(&n.to_be_bytes(), |_| true)));
+            model.remove(n.to_be_bytes().as_slice());
+        }
+    }
+    let left = tree.leaf_count();
+    assert!(
+        left * 10 < full,
+        "{full} leaves before, {left} after removing 95% of the keys"
+    );
+    assert!(!garbage.leaves.is_empty());
+    // New keys into the emptied ranges, then everything against the model.
+    for n in (5..20_000u64).step_by(997) {
+        assert!(tree.insert(&n.to_be_bytes(), n + 1).is_some());
+        model.insert(n.to_be_bytes().to_vec(), n + 1);
+    }
+    for n in 0..20_000u64 {
+        assert_eq!(
+            tree.get(&n.to_be_bytes()).ok(),
+            model.get(n.to_be_bytes().as_slice()).copied()
+        );
+    }
+    let mut all = Vec::new();
+    tree.scan(
+        Bound::Unbounded,
+        Bound::Unbounded,
+        |k, v| {
+            all.push((k.to_vec(), v));
+            true
+        },
+        |_| (),
+    );
+    assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    assert_eq!(tree.len(), all.len());
+    garbage.free();
+}
+
+/// A transaction that recorded a leaf (a scan over it, or a miss in it)
+/// fails validation once the leaf is unlinked: its range now belongs to
+/// the left neighbour, where an insert would go unseen otherwise.
+#[test]
+fn a_recorded_leaf_that_is_unlinked_no_longer_validates() {
+    let tree = Tree::new();
+    let mut garbage = Garbage::default();
+    for n in 0..200u64 {
+        tree.insert(&n.to_be_bytes(), n);
+    }
+    // Empty the last leaf but one key, and record it through a miss.
+    let last = 199u64;
+    let mut missing = tree.get(&1_000u64.to_be_bytes()).unwrap_err();
+    assert!(missing.unchanged());
+    for n in (0..=last).rev() {
+        let removed = tree.remove_if(&n.to_be_bytes(), |_| true);
+        let unlinked = removed.unlinked.is_some();
+        garbage.keep(removed);
+        if unlinked {
+            break;
+        }
+    }
+    assert!(!garbage.leaves.is_empty(), "emptying a leaf unlinks it");
+    assert!(!missing.unchanged());
+    // A scan that stood on the leaf as it was unlinked records its final
+    // version, which never changes again: that must not validate either.
+    let late = super::LeafVersion::read_now(garbage.leaves[0] as *mut ());
+    assert!(!late.unchanged());
+    // The recorded version cannot be patched back either.
+    let ours = tree.insert(&1_000u64.to_be_bytes(), 1).unwrap();
+    ours.patch(&mut missing);
+    assert!(!missing.unchanged());
+    garbage.free();
+}
+
+/// Sparse stable keys with dense churn between them, so leaves empty and
+/// are unlinked while scans and lookups run: every scan still sees every
+/// stable key exactly once, in order.
+#[test]
+fn concurrent_unlinking_never_hides_stable_keys() {
+    let tree = Arc::new(Tree::new());
+    const STABLE: u64 = 40;
+    const GAP: u64 = 256;
+    let key = |n: u64| n.to_be_bytes();
+    for s in 0..STABLE {
+        assert!(tree.insert(&key(s * GAP), s * GAP).is_some());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|seed| {
+            let (tree, stop) = (tree.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut garbage = Garbage::default();
+                let mut x = seed + 7;
+                let mut unlinked = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Fill one gap between stable keys, then empty it.
+                    let base = (x % STABLE) * GAP;
+                    for i in 1..GAP {
+                        tree.insert(&key(base + i), base + i);
+                    }
+                    for i in 1..GAP {
+                        let before = garbage.leaves.len();
+                        garbage.keep(tree.remove_if(&key(base + i), |_| true));
+                        unlinked += garbage.leaves.len() - before;
+                    }
+                }
+                (garbage, unlinked)
+            })
+        })
+        .collect();
+    let mut scans = 0u64;
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_millis(1500) {
+        let mut expected = 0u64;
+        let mut last: Option<Vec<u8>> = None;
+        tree.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            |k, value| {
+                if let Some(last) = &last {
+                    assert!(k > last.as_slice(), "scan out of order");
+                }
+                last = Some(k.to_vec());
+                if value % GAP == 0 {
+                    assert_eq!(
+                        value,
+                        expected * GAP,
+                        "a stable key was skipped or repeated"
+                    );
+                    expected += 1;
+                }
+                true
+            },
+            |_| (),
+        );
+        assert_eq!(expected, STABLE, "scan missed stable keys at the end");
+        let probe = (scans * 7) % STABLE * GAP;
+        assert_eq!(tree.get(&key(probe)).ok(), Some(probe));
+        scans += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut garbage = Garbage::default();
+    let mut unlinked = 0;
+    for writer in writers {
+        let (g, n) = writer.join().unwrap();
+        garbage.absorb(g);
+        unlinked += n;
+    }
+    // Every thread has stopped: nothing reads the unlinked leaves now.
+    garbage.free();
+    assert!(scans > 5);
+    assert!(unlinked > 0, "the churn must have unlinked leaves");
 }

@@ -9,12 +9,22 @@
 //!   they restart from the root. Writers lock only the nodes they change
 //!   (a leaf; on a split also its parent), by upgrading a version they read.
 //! * Full inner nodes are split on the way down, so a split leaf always
-//!   finds room in its parent. Nodes are never merged or freed while the
-//!   tree lives: a pointer to a node, once read, stays valid. Only long-key
-//!   copies are freed, through the epoch framework, so callers must be
-//!   epoch-protected.
+//!   finds room in its parent. Inner nodes are never merged or freed while
+//!   the tree lives.
+//! * A leaf that a removal empties is unlinked (`unlink_empty`) unless it is
+//!   the first child of its parent: under the locks of the parent, its left
+//!   sibling and itself, the left sibling's `next` skips it and the parent
+//!   drops it with its separator, so its key range joins the left
+//!   sibling's. The leaf is marked obsolete (a version bit that never
+//!   clears) and keeps its `next`, so a scan standing on it walks on; any
+//!   transaction that recorded it fails validation. The leaf and the
+//!   separator's key copy are handed to the caller to free through the
+//!   epoch framework, as are removed keys' copies, so callers must be
+//!   epoch-protected: a pointer read under protection stays valid until
+//!   the protection ends.
 //! * Leaves are linked left to right for range scans. Keys only ever move
-//!   right (splits), so a scan that follows `next` from a consistent leaf
+//!   right (splits), or into the left sibling from an empty, unlinked leaf
+//!   (new keys only), so a scan that follows `next` from a consistent leaf
 //!   snapshot never misses a key that stays present throughout.
 
 use std::ops::Bound;
@@ -26,6 +36,9 @@ use super::key::{compare, compare_lazy, key_bytes, make_tail, tail_allocation, P
 /// Entries per leaf and keys per inner node.
 const CAPACITY: usize = 32;
 const LOCKED: u64 = 0b10;
+/// Set, for good, in the version of an unlinked leaf (bit 0 is otherwise
+/// always clear: a lock and an unlock each add `LOCKED`).
+const OBSOLETE: u64 = 0b01;
 
 #[repr(C)]
 struct Header {
@@ -146,6 +159,9 @@ impl Header {
 
     #[inline]
     fn upgrade(&self, version: u64) -> Step<()> {
+        if version & OBSOLETE != 0 {
+            return Err(Restart);
+        }
         match self.version.compare_exchange(
             version,
             version + LOCKED,
@@ -163,6 +179,12 @@ impl Header {
     #[inline]
     fn unlock(&self) {
         self.version.fetch_add(LOCKED, Ordering::Release);
+    }
+
+    /// Unlocks a node that has left the tree: no writer locks it again and
+    /// no transaction that recorded it validates.
+    fn unlock_obsolete(&self) {
+        self.version.fetch_add(LOCKED + OBSOLETE, Ordering::Release);
     }
 
     #[inline]
@@ -228,21 +250,73 @@ pub(crate) struct LeafVersion {
     version: u64,
 }
 
-// SAFETY: a plain pointer to a node that lives as long as its tree.
+// SAFETY: a plain pointer to a node, freed only through the epoch
+// framework once no protected thread can hold it.
 unsafe impl Send for LeafVersion {}
 
 impl LeafVersion {
-    /// Whether the leaf is unchanged (and unlocked) since then.
+    /// Whether the leaf is unchanged (and unlocked) since then, and still
+    /// in the tree (an unlinked leaf's key range now belongs to its left
+    /// sibling, which the recorder never saw).
     #[inline]
     pub(crate) fn unchanged(&self) -> bool {
-        // SAFETY: leaves are never freed while the tree lives, and a
-        // transaction's node set never outlives its tables.
-        unsafe { &*self.leaf }
-            .header
-            .version
-            .load(Ordering::Acquire)
-            == self.version
+        // SAFETY: a transaction records leaves while epoch-protected and
+        // validates before its protection ends; unlinked leaves are freed
+        // through the epoch framework.
+        self.version & OBSOLETE == 0
+            && unsafe { &*self.leaf }
+                .header
+                .version
+                .load(Ordering::Acquire)
+                == self.version
     }
+}
+
+#[cfg(test)]
+impl LeafVersion {
+    /// `leaf` as a reader standing on it would record it now (tests: a
+    /// scan that reaches a leaf just after it was unlinked).
+    pub(crate) fn read_now(leaf: *mut ()) -> LeafVersion {
+        let leaf = leaf.cast::<Leaf>().cast_const();
+        // SAFETY: tests pass a leaf they have not freed.
+        let version = unsafe { &*leaf }.header.version.load(Ordering::Acquire);
+        LeafVersion { leaf, version }
+    }
+}
+
+/// What [`Tree::remove_if`] took out of the tree. Its allocations may
+/// still be read by concurrent (epoch-protected) readers: the caller frees
+/// them through the epoch framework.
+#[must_use]
+#[derive(Debug)]
+pub(crate) struct Removed {
+    /// Whether the key was there (and its value matched).
+    pub(crate) removed: bool,
+    /// The removed key's out-of-line copy (free with `free_blob`).
+    pub(crate) key_copy: Option<*mut ()>,
+    /// The leaf the removal emptied, if it was unlinked.
+    pub(crate) unlinked: Option<UnlinkedLeaf>,
+}
+
+/// An empty leaf taken out of the tree.
+#[derive(Debug)]
+pub(crate) struct UnlinkedLeaf {
+    /// The leaf (free with [`free_leaf`]).
+    pub(crate) leaf: *mut (),
+    /// Its separator's out-of-line copy in the parent (free with
+    /// `free_blob`).
+    pub(crate) separator_copy: Option<*mut ()>,
+}
+
+/// Frees an unlinked leaf.
+///
+/// # Safety
+/// `leaf` comes from an [`UnlinkedLeaf`], is freed once, and no thread can
+/// still read it (the epoch framework's guarantee).
+pub(crate) unsafe fn free_leaf(leaf: *mut ()) {
+    // SAFETY: per the contract; allocated by `Leaf::allocate`, and empty,
+    // so it owns no key copies.
+    drop(unsafe { Box::from_raw(leaf.cast::<Leaf>()) });
 }
 
 /// What an insert did to its leaf, so a transaction that had recorded the
@@ -292,8 +366,10 @@ impl Tree {
 
     #[inline]
     fn node<'a>(pointer: *mut Header) -> &'a Header {
-        // SAFETY: nodes are never freed while the tree lives, and every
-        // pointer we follow was published with a release store.
+        // SAFETY: inner nodes are never freed while the tree lives; leaves
+        // are freed through the epoch framework, and callers are
+        // epoch-protected; every pointer we follow was published with a
+        // release store.
         unsafe { &*pointer }
     }
 
@@ -493,35 +569,50 @@ impl Tree {
         Err(Restart)
     }
 
-    /// Removes `key` if `matches(value)` holds for its value. Returns
-    /// whether it removed it, and the key's out-of-line copy, which the
-    /// caller must retire through the epoch framework (readers may still
-    /// hold it).
-    pub(crate) fn remove_if(
-        &self,
-        key: &[u8],
-        matches: impl Fn(u64) -> bool,
-    ) -> (bool, Option<*mut ()>) {
+    /// Removes `key` if `matches(value)` holds for its value, and unlinks
+    /// its leaf if that emptied it. What it took out must be retired
+    /// through the epoch framework (readers may still hold it).
+    pub(crate) fn remove_if(&self, key: &[u8], matches: impl Fn(u64) -> bool) -> Removed {
         let probe = Probe::new(key);
+        let (removed, key_copy, emptied) = self.remove_entry(&probe, matches);
+        let unlinked = if emptied {
+            self.unlink_empty(&probe)
+        } else {
+            None
+        };
+        Removed {
+            removed,
+            key_copy,
+            unlinked,
+        }
+    }
+
+    /// Removes the entry; returns whether it did, the key's copy, and
+    /// whether the leaf is now empty.
+    fn remove_entry(
+        &self,
+        probe: &Probe<'_>,
+        matches: impl Fn(u64) -> bool,
+    ) -> (bool, Option<*mut ()>, bool) {
         loop {
-            let Ok((leaf, version)) = self.find_leaf(&probe) else {
+            let Ok((leaf, version)) = self.find_leaf(probe) else {
                 continue;
             };
             if leaf.header.upgrade(version).is_err() {
                 continue;
             }
             let count = leaf.header.count();
-            let slot = search(&leaf.heads, &leaf.tails, count, &probe, false);
+            let slot = search(&leaf.heads, &leaf.tails, count, probe, false);
             let hit = slot < count && {
                 let head = leaf.heads[slot].load(Ordering::Relaxed);
                 let tail = leaf.tails[slot].load(Ordering::Relaxed);
                 // SAFETY: we hold the lock; the key copy is live.
-                unsafe { compare(&probe, head, tail) }.is_eq()
+                unsafe { compare(probe, head, tail) }.is_eq()
                     && matches(leaf.values[slot].load(Ordering::Relaxed))
             };
             if !hit {
                 leaf.header.unlock();
-                return (false, None);
+                return (false, None, false);
             }
             let tail = leaf.tails[slot].load(Ordering::Relaxed);
             for i in slot..count - 1 {
@@ -533,8 +624,87 @@ impl Tree {
             }
             leaf.header.count.store(count as u32 - 1, Ordering::Relaxed);
             leaf.header.unlock();
-            return (true, tail_allocation(tail));
+            return (true, tail_allocation(tail), count == 1);
         }
+    }
+
+    /// Unlinks the leaf that holds `probe` if it is empty and not its
+    /// parent's first child (its left sibling is then at hand, under the
+    /// same parent). Returns what it unlinked.
+    fn unlink_empty(&self, probe: &Probe<'_>) -> Option<UnlinkedLeaf> {
+        loop {
+            if let Ok(unlinked) = self.try_unlink_empty(probe) {
+                return unlinked;
+            }
+        }
+    }
+
+    fn try_unlink_empty(&self, probe: &Probe<'_>) -> Step<Option<UnlinkedLeaf>> {
+        let (mut pointer, mut version) = self.enter()?;
+        let mut parent: Option<(&Inner, u64, usize)> = None;
+        while !Self::node(pointer).leaf {
+            let node = Self::node(pointer);
+            let inner = node.as_inner();
+            let index = inner.child_index(probe);
+            let child = inner.children[index].load(Ordering::Acquire);
+            node.validate(version)?;
+            if child.is_null() {
+                return Err(Restart);
+            }
+            let child_version = Self::node(child).read_lock()?;
+            node.validate(version)?;
+            parent = Some((inner, version, index));
+            pointer = child;
+            version = child_version;
+        }
+        let node = Self::node(pointer);
+        let Some((p, pv, index)) = parent else {
+            return Ok(None); // the root leaf stays
+        };
+        if index == 0 || node.count() != 0 {
+            node.validate(version)?;
+            return Ok(None);
+        }
+        let left_pointer = p.children[index - 1].load(Ordering::Acquire);
+        p.header.validate(pv)?;
+        let left = Self::node(left_pointer);
+        let left_version = left.read_lock()?;
+        p.header.validate(pv)?;
+        // Lock order: parent, then children left to right (splits lock a
+        // parent, then one child).
+        p.header.upgrade(pv)?;
+        if left.upgrade(left_version).is_err() {
+            p.header.unlock();
+            return Err(Restart);
+        }
+        if node.upgrade(version).is_err() {
+            left.unlock();
+            p.header.unlock();
+            return Err(Restart);
+        }
+        // All three are locked and unchanged since read: the leaf is empty
+        // and `left` is its left neighbour in the leaf chain.
+        let leaf = node.as_leaf();
+        left.as_leaf()
+            .next
+            .store(leaf.next.load(Ordering::Relaxed), Ordering::Release);
+        let count = p.header.count();
+        let separator = p.tails[index - 1].load(Ordering::Relaxed);
+        for i in index - 1..count - 1 {
+            move_slot(&p.heads, &p.tails, i + 1, i);
+        }
+        for i in index..count {
+            p.children[i].store(p.children[i + 1].load(Ordering::Relaxed), Ordering::Release);
+        }
+        p.children[count].store(ptr::null_mut(), Ordering::Release);
+        p.header.count.store(count as u32 - 1, Ordering::Relaxed);
+        node.unlock_obsolete();
+        left.unlock();
+        p.header.unlock();
+        Ok(Some(UnlinkedLeaf {
+            leaf: pointer.cast(),
+            separator_copy: tail_allocation(separator),
+        }))
     }
 
     /// Copies a consistent snapshot of `leaf`'s entries from the first one
@@ -621,13 +791,31 @@ impl Tree {
                 return;
             }
             first = false;
-            // SAFETY: leaves are never freed while the tree lives.
+            // SAFETY: leaves are freed through the epoch framework and the
+            // caller is epoch-protected.
             leaf = unsafe { &*next };
         }
     }
 
+    /// Leaves in the leaf chain (tests: unlinking shrinks it).
+    #[cfg(test)]
+    pub(crate) fn leaf_count(&self) -> usize {
+        let mut node = Self::node(self.root.load(Ordering::Acquire));
+        while !node.leaf {
+            node = Self::node(node.as_inner().children[0].load(Ordering::Acquire));
+        }
+        let mut leaf: *const Leaf = node.as_leaf();
+        let mut leaves = 0;
+        while !leaf.is_null() {
+            leaves += 1;
+            // SAFETY: single-threaded test use; leaves in the chain are live.
+            leaf = unsafe { &*leaf }.next.load(Ordering::Acquire);
+        }
+        leaves
+    }
+
     /// Number of entries, approximately under concurrent change (walks the
-    /// leaves reading only their counts, so it needs no epoch protection).
+    /// leaves reading only their counts; the caller is epoch-protected).
     pub(crate) fn len(&self) -> usize {
         let mut node = Self::node(self.root.load(Ordering::Acquire));
         while !node.leaf {
@@ -641,7 +829,7 @@ impl Tree {
             if next.is_null() {
                 return total;
             }
-            // SAFETY: leaves are never freed while the tree lives.
+            // SAFETY: as in `scan`.
             leaf = unsafe { &*next };
         }
     }
