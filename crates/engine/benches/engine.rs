@@ -1,7 +1,8 @@
 //! Criterion micro-benchmarks of single transactions through the public API:
 //! a read-only point lookup, a single-key put and a ten-key
 //! read-modify-write, all on one worker over a preloaded table of 8-byte
-//! keys and 8-byte values (durability `none`).
+//! keys and 8-byte values (durability `none`), and the head of a queue
+//! whose front has been consumed.
 //!
 //! Why this exists: the `epochdb bench` harness measures throughput under
 //! whole workloads; these isolate the per-transaction cost of the OCC path
@@ -14,6 +15,7 @@
 //! ```
 
 use std::hint::black_box;
+use std::ops::Bound::Unbounded;
 
 use criterion::{criterion_main, BatchSize, Criterion, Throughput};
 use epochdb_engine::{Config, Database, TableId, Worker};
@@ -162,11 +164,59 @@ fn read_modify_write(c: &mut Criterion, loaded: &mut Loaded) {
     group.finish();
 }
 
+/// A queue: the table is loaded, then all but the last 1% of its keys are
+/// deleted from the front; the transaction reads the head (a one-row scan
+/// from the start). An index that kept its emptied leaves walks them all.
+fn queue_head(c: &mut Criterion, loaded: &mut Loaded) {
+    let Loaded {
+        table,
+        worker,
+        keys,
+        ..
+    } = loaded;
+    let (table, keys) = (*table, *keys);
+    let consumed = keys - keys / 100;
+    let mut next = 0u64;
+    while next < consumed {
+        let end = (next + LOAD_BATCH).min(consumed);
+        let ((), ticket) = worker
+            .run(|tx| {
+                for key in next..end {
+                    tx.delete(table, &key.to_be_bytes())?;
+                }
+                Ok(())
+            })
+            .expect("consume batch");
+        ticket.wait().expect("durable consume");
+        next = end;
+    }
+    let mut group = c.benchmark_group("index");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function(format!("queue_head/{keys}_keys_99%_consumed"), |b| {
+        b.iter(|| {
+            let (head, _ticket) = worker
+                .run(|tx| {
+                    let mut head = None;
+                    tx.scan(table, Unbounded, Unbounded, 1, |key, _| {
+                        head = Some(key.to_vec());
+                        true
+                    })?;
+                    Ok(head)
+                })
+                .unwrap();
+            black_box(head)
+        });
+    });
+    group.finish();
+}
+
 fn benches(c: &mut Criterion) {
     let mut loaded = load(keys_count());
     point_lookup(c, &mut loaded);
     single_put(c, &mut loaded);
     read_modify_write(c, &mut loaded);
+    // Last: it deletes most of the table.
+    queue_head(c, &mut loaded);
 }
 
 /// The benchmark group `criterion_main!` runs (private, so the function
