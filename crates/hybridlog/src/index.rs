@@ -398,10 +398,15 @@ impl Index {
         }
     }
 
-    /// Sets `hash`'s entry to `address` (recovery's replay, single-threaded).
-    pub(crate) fn set(&self, hash: u64, address: u64) {
+    /// Raises `hash`'s entry to `address` unless it already points at or
+    /// above it (recovery's replay, on any number of threads in any order
+    /// of pages: the newest record, the highest address, wins). A new tag
+    /// goes in through the tentative insert, so concurrent callers never
+    /// create it twice.
+    pub(crate) fn set_max(&self, hash: u64, address: u64) {
         let mut entry = self.find_or_create(hash);
-        while !entry.try_update(address) {}
+        // A failed CAS reloads the entry: retry only while it is lower.
+        while entry.address() < address && !entry.try_update(address) {}
     }
 }
 

@@ -53,6 +53,7 @@ mod io;
 mod log;
 mod record;
 mod recovery;
+mod replay;
 mod segment;
 mod session;
 mod state;

@@ -51,6 +51,10 @@ pub struct Config {
     /// ([`Store::shift_begin_address`]) gives back whole segments. A
     /// recovered store keeps its checkpoint's segment size.
     pub log_segment_bits: u32,
+    /// Threads that replay the log into the index at recovery (0: one per
+    /// available core). The opening thread reads ahead meanwhile. Any
+    /// count recovers the same store.
+    pub recovery_threads: usize,
 }
 
 /// The granularity of the version shift (cpr-sigmod19 Appendix B).
@@ -81,6 +85,7 @@ impl Default for Config {
             checkpoint_kind: CheckpointKind::FoldOver,
             shift_mode: ShiftMode::Fine,
             log_segment_bits: 30,
+            recovery_threads: 0,
         }
     }
 }
