@@ -398,6 +398,12 @@ impl Index {
         }
     }
 
+    /// Loads `hash`'s primary bucket into the cache (recovery's replay
+    /// touches a batch of buckets before updating them).
+    pub(crate) fn touch(&self, hash: u64) {
+        std::hint::black_box(self.bucket(hash).words[0].load(Relaxed));
+    }
+
     /// Raises `hash`'s entry to `address` unless it already points at or
     /// above it (recovery's replay, on any number of threads in any order
     /// of pages: the newest record, the highest address, wins). A new tag

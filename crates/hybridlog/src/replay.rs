@@ -197,6 +197,7 @@ fn replay_chunk(
 ) -> std::result::Result<(), (u64, Error)> {
     let page_bytes = 1usize << meta.page_bits;
     let excluded = record_version(meta.version + 1);
+    let mut batch = Batch::default();
     for (i, page) in chunk.buf.chunks(page_bytes).enumerate() {
         let page_start = chunk.start + (i * page_bytes) as u64;
         let mut offset = from.saturating_sub(page_start) as usize;
@@ -226,11 +227,46 @@ fn replay_chunk(
                     invalid.push(record);
                 } else {
                     let key = &page[offset + 16..offset + 16 + key_len];
-                    index.set_max(hash_key(key), record);
+                    batch.push(index, hash_key(key), record);
                 }
             }
             offset += size;
         }
     }
+    batch.apply(index);
     Ok(())
+}
+
+/// Records per [`Batch`].
+const BATCH_RECORDS: usize = 16;
+
+/// Index updates gathered so that their buckets are fetched together:
+/// replay is bound by cache misses on the index (one per record), and
+/// loads that do not depend on each other are in flight at once, where
+/// one `set_max` after another waits for each miss in turn.
+#[derive(Default)]
+struct Batch {
+    updates: [(u64, u64); BATCH_RECORDS],
+    len: usize,
+}
+
+impl Batch {
+    /// Adds the update of `hash`'s entry to `address`, touching its
+    /// bucket now; applies the batch when it is full.
+    fn push(&mut self, index: &Index, hash: u64, address: u64) {
+        index.touch(hash);
+        self.updates[self.len] = (hash, address);
+        self.len += 1;
+        if self.len == BATCH_RECORDS {
+            self.apply(index);
+        }
+    }
+
+    /// Applies the gathered updates (in any order: `set_max`).
+    fn apply(&mut self, index: &Index) {
+        for &(hash, address) in &self.updates[..self.len] {
+            index.set_max(hash, address);
+        }
+        self.len = 0;
+    }
 }
