@@ -61,6 +61,9 @@ pub(crate) struct RecoveredState {
     pub(crate) index_bytes: u64,
     pub(crate) invalidated: usize,
     pub(crate) snapshot_bytes: u64,
+    pub(crate) index_time: std::time::Duration,
+    pub(crate) replay_time: std::time::Duration,
+    pub(crate) replay_threads: usize,
 }
 
 pub(crate) fn recover(
@@ -105,17 +108,24 @@ pub(crate) fn recover(
             index_bytes: 0,
             invalidated: 0,
             snapshot_bytes: 0,
+            index_time: std::time::Duration::ZERO,
+            replay_time: std::time::Duration::ZERO,
+            replay_threads: 0,
         });
     };
     let meta = checkpoint::read_metadata(storage, &dir.join(meta_name(version)))?;
     let index_path = dir.join(index_name(meta.index_id));
+    let started = std::time::Instant::now();
     let (index, index_bytes) = checkpoint::read_index(storage, &index_path)?;
+    let index_time = started.elapsed();
     let file = SegmentedFile::open(storage_arc.clone(), dir, meta.segment_bits)?;
     let log_path = file.path().to_path_buf();
     let page_bits = meta.page_bits;
     let snapshot_bytes = restore_snapshot(storage, dir, &file, &meta)?;
     let threads = replay_threads(config.recovery_threads);
+    let started = std::time::Instant::now();
     let invalid = replay(&file, &log_path, &index, &meta, threads)?;
+    let replay_time = started.elapsed();
     for &address in &invalid {
         let mut word = [0u8; 8];
         file.read_at(address, &mut word)?;
@@ -148,6 +158,9 @@ pub(crate) fn recover(
         index_bytes,
         invalidated: invalid.len(),
         snapshot_bytes,
+        index_time,
+        replay_time,
+        replay_threads: threads,
         meta: Some(meta),
         index,
         file,

@@ -342,6 +342,12 @@ pub struct RecoveredInfo {
     /// Wall time of reading the checkpoint (metadata, index, snapshot
     /// pieces, replay), without allocating the frames.
     pub read_time: Duration,
+    /// Wall time of reading and loading the index checkpoint.
+    pub index_time: Duration,
+    /// Wall time of replaying the log into the index.
+    pub replay_time: Duration,
+    /// Threads that replayed the log ([`Config::recovery_threads`]).
+    pub replay_threads: usize,
 }
 
 impl<F: Functions> Store<F> {
@@ -425,6 +431,9 @@ impl<F: Functions> Store<F> {
             snapshot_bytes: state.snapshot_bytes,
             elapsed: started.elapsed(),
             read_time,
+            index_time: state.index_time,
+            replay_time: state.replay_time,
+            replay_threads: state.replay_threads,
         });
         let next_session_id = state.meta.as_ref().map_or(1, |m| m.next_session_id);
         let inner = Arc::new_cyclic(|me| Inner {
