@@ -34,7 +34,9 @@ use std::path::Path;
 
 use epochdb_storage::{blocks, encode_block, FrameError, Storage};
 
+use crate::chunk_writer::{ChunkWriter, WRITE_CHUNK_BYTES};
 use crate::error::{Error, Result};
+use crate::index::Index;
 
 /// Magic of checkpoint metadata ("HLCM").
 const META_MAGIC: u32 = 0x4d43_4c48;
@@ -377,19 +379,15 @@ pub(crate) fn read_metadata(storage: &dyn Storage, path: &Path) -> Result<Metada
     Metadata::decode(path, &data)
 }
 
-/// Writes a fuzzy index checkpoint (§6.3).
-pub(crate) fn write_index(
-    storage: &dyn Storage,
-    dir: &Path,
-    id: u64,
-    buckets: usize,
-    overflow: u64,
-    words: &[u64],
-) -> Result<()> {
-    let mut out = Vec::with_capacity(words.len() * 8 + 1024);
-    let mut header = Vec::new();
+/// Bytes of an index file's first block (kind 2: buckets, overflow).
+const INDEX_HEADER_BLOCK_BYTES: usize = epochdb_storage::BLOCK_HEADER_BYTES + 16;
+
+/// The index file's first block.
+fn index_header_block(buckets: usize, overflow: u64) -> Vec<u8> {
+    let mut header = Vec::with_capacity(16);
     header.extend_from_slice(&(buckets as u64).to_le_bytes());
     header.extend_from_slice(&overflow.to_le_bytes());
+    let mut out = Vec::with_capacity(INDEX_HEADER_BLOCK_BYTES);
     encode_block(
         &mut out,
         INDEX_MAGIC,
@@ -397,22 +395,95 @@ pub(crate) fn write_index(
         KIND_INDEX_HEADER,
         &header,
     );
-    let mut payload = Vec::with_capacity(INDEX_BLOCK_WORDS * 8);
-    for chunk in words.chunks(INDEX_BLOCK_WORDS) {
-        payload.clear();
-        for word in chunk {
-            payload.extend_from_slice(&word.to_le_bytes());
-        }
-        encode_block(
-            &mut out,
+    assert_eq!(out.len(), INDEX_HEADER_BLOCK_BYTES);
+    out
+}
+
+/// Writes a fuzzy index checkpoint (§6.3) of `index` as `index-<id>.dat`,
+/// durably (a temporary name, synced, renamed, the directory synced), and
+/// returns the bytes of bucket words written.
+///
+/// The copy is streamed: buckets are read ([`Index::fuzzy_copy`]) straight
+/// into 1 MiB blocks of 8 MiB chunks that a [`ChunkWriter`] writes while
+/// the next chunk is copied and checksummed. The number of overflow
+/// buckets is known only at the end of the copy, so the first block
+/// (fixed size) is written last, before the final sync. The bytes are those
+/// of the format above, whatever the chunking.
+pub(crate) fn write_index(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: u64,
+    index: &Index,
+) -> Result<u64> {
+    let path = dir.join(index_name(id));
+    let tmp = dir.join(format!("{}{}", index_name(id), epochdb_storage::TMP_SUFFIX));
+    if storage.exists(&tmp)? {
+        storage.remove(&tmp)?;
+    }
+    let file = storage.create(&tmp)?;
+    let block_bytes = epochdb_storage::BLOCK_HEADER_BYTES + INDEX_BLOCK_WORDS * 8;
+    let mut out = ChunkWriter::start(
+        file,
+        INDEX_HEADER_BLOCK_BYTES as u64,
+        "hybridlog-index",
+        WRITE_CHUNK_BYTES + block_bytes,
+    );
+    let mut buf = out.buffer();
+    // Where the block being filled starts in `buf`, and its words so far.
+    let mut block_start = 0;
+    let mut block_words = 0;
+    let mut words = 0u64;
+    let mut failed = None;
+    let seal = |buf: &mut Vec<u8>, start: usize| {
+        epochdb_storage::seal_block(
+            &mut buf[start..],
             INDEX_MAGIC,
             FORMAT_VERSION,
             KIND_INDEX_WORDS,
-            &payload,
         );
+    };
+    let overflow = index.fuzzy_copy(|bucket| {
+        if failed.is_some() {
+            return;
+        }
+        if block_words == 0 {
+            block_start = buf.len();
+            buf.resize(block_start + epochdb_storage::BLOCK_HEADER_BYTES, 0);
+        }
+        for word in bucket {
+            buf.extend_from_slice(&word.to_le_bytes());
+        }
+        block_words += bucket.len();
+        words += bucket.len() as u64;
+        // Whole buckets per block: INDEX_BLOCK_WORDS is a multiple of 8.
+        if block_words == INDEX_BLOCK_WORDS {
+            seal(&mut buf, block_start);
+            block_words = 0;
+            if buf.len() >= WRITE_CHUNK_BYTES {
+                let next = out.buffer();
+                if let Err(e) = out.send(std::mem::replace(&mut buf, next)) {
+                    failed = Some(e);
+                }
+            }
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
-    write_durably(storage, dir, &index_name(id), &out)
+    if block_words > 0 {
+        seal(&mut buf, block_start);
+    }
+    out.send(buf)?;
+    let file = out.finish()?;
+    file.write_at(0, &index_header_block(index.len(), overflow))?;
+    file.sync()?;
+    drop(file);
+    storage.rename(&tmp, &path)?;
+    storage.sync_dir(dir)?;
+    Ok(words * 8)
 }
+
+const _: () = assert!(INDEX_BLOCK_WORDS.is_multiple_of(8));
 
 /// Reads a fuzzy index checkpoint into a new index, block by block (no
 /// copy of the whole file in memory): returns the index and the bytes of
@@ -507,30 +578,23 @@ pub(crate) fn read_index(storage: &dyn Storage, path: &Path) -> Result<(crate::i
 /// renames it into place and syncs the directory. Its metadata (written
 /// after) is what makes it part of a checkpoint.
 ///
-/// The caller copies pieces into 8 MiB buffers; a writer thread writes each
-/// buffer at the next offset and syncs every [`SNAP_SYNC_BYTES`], so the
-/// disk works while the next pieces are copied and checksummed (a single
-/// sync at the end would leave the disk idle until then). Any error of the
-/// writer thread is returned by the next [`SnapshotWriter::piece`] or by
-/// `finish`.
+/// The caller copies pieces into 8 MiB buffers that a [`ChunkWriter`]
+/// writes while the next pieces are copied and checksummed. Any error of
+/// the writer thread is returned by the next [`SnapshotWriter::piece`] or
+/// by `finish`.
 pub(crate) struct SnapshotWriter<'s> {
     storage: &'s dyn Storage,
     dir: std::path::PathBuf,
     version: u32,
     tmp: std::path::PathBuf,
-    to_writer: Option<crossbeam_channel::Sender<Vec<u8>>>,
-    spare: crossbeam_channel::Receiver<Vec<u8>>,
-    writer: Option<std::thread::JoinHandle<Result<Box<dyn epochdb_storage::StorageFile>>>>,
+    out: ChunkWriter,
     buf: Vec<u8>,
     /// Bytes of the file so far (including `buf`).
     pub(crate) written: u64,
 }
 
-/// Bytes gathered before one write (sequential writes of this size run at
-/// the disk's speed).
-const SNAP_WRITE_BYTES: usize = 8 << 20;
-/// Bytes written between two syncs of a snapshot file being written.
-const SNAP_SYNC_BYTES: u64 = 32 << 20;
+/// Capacity of a snapshot writer's buffers: a chunk and one more piece.
+const SNAP_BUFFER_BYTES: usize = WRITE_CHUNK_BYTES + (PIECE_BYTES_MAX as usize) + 64;
 
 impl<'s> SnapshotWriter<'s> {
     /// Starts `snap-<version>.dat.tmp` (replacing a leftover) with its
@@ -556,7 +620,7 @@ impl<'s> SnapshotWriter<'s> {
         for x in [u64::from(version), u64::from(page_bits), start, end] {
             header.extend_from_slice(&x.to_le_bytes());
         }
-        let mut buf = Vec::with_capacity(SNAP_WRITE_BYTES + (PIECE_BYTES_MAX as usize) + 64);
+        let mut buf = Vec::with_capacity(SNAP_BUFFER_BYTES);
         encode_block(
             &mut buf,
             SNAP_MAGIC,
@@ -565,35 +629,12 @@ impl<'s> SnapshotWriter<'s> {
             &header,
         );
         let written = buf.len() as u64;
-        let (to_writer, from_main) = crossbeam_channel::bounded::<Vec<u8>>(1);
-        let (to_spare, spare) = crossbeam_channel::bounded::<Vec<u8>>(2);
-        let writer = std::thread::Builder::new()
-            .name("hybridlog-snapshot".into())
-            .spawn(move || -> Result<Box<dyn epochdb_storage::StorageFile>> {
-                let mut at = 0u64;
-                let mut unsynced = 0u64;
-                for mut chunk in from_main {
-                    file.write_at(at, &chunk)?;
-                    at += chunk.len() as u64;
-                    unsynced += chunk.len() as u64;
-                    if unsynced >= SNAP_SYNC_BYTES {
-                        file.sync()?;
-                        unsynced = 0;
-                    }
-                    chunk.clear();
-                    let _ = to_spare.try_send(chunk);
-                }
-                Ok(file)
-            })
-            .expect("spawn the snapshot writer");
         Ok(SnapshotWriter {
             storage,
             dir: dir.to_path_buf(),
             version,
             tmp,
-            to_writer: Some(to_writer),
-            spare,
-            writer: Some(writer),
+            out: ChunkWriter::start(file, 0, "hybridlog-snapshot", SNAP_BUFFER_BYTES),
             buf,
             written,
         })
@@ -627,7 +668,7 @@ impl<'s> SnapshotWriter<'s> {
             KIND_SNAP_PIECE,
         );
         self.written += (self.buf.len() - start) as u64;
-        if self.buf.len() >= SNAP_WRITE_BYTES {
+        if self.buf.len() >= WRITE_CHUNK_BYTES {
             self.hand_over()?;
         }
         Ok(offset)
@@ -635,41 +676,16 @@ impl<'s> SnapshotWriter<'s> {
 
     /// Sends the gathered bytes to the writer thread.
     fn hand_over(&mut self) -> Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let next = self.spare.try_recv().unwrap_or_else(|_| {
-            Vec::with_capacity(SNAP_WRITE_BYTES + (PIECE_BYTES_MAX as usize) + 64)
-        });
+        let next = self.out.buffer();
         let full = std::mem::replace(&mut self.buf, next);
-        let sent = self
-            .to_writer
-            .as_ref()
-            .expect("the writer runs until finish")
-            .send(full);
-        if sent.is_err() {
-            // The writer stopped: it failed. Its error is the answer.
-            self.join()?;
-            return Err(Error::Failed("the snapshot writer stopped".into()));
-        }
-        Ok(())
-    }
-
-    /// Ends the writer thread; returns the file once everything sent is
-    /// written.
-    fn join(&mut self) -> Result<Box<dyn epochdb_storage::StorageFile>> {
-        self.to_writer = None;
-        match self.writer.take().expect("joined once").join() {
-            Ok(result) => result,
-            Err(_) => Err(Error::Failed("the snapshot writer panicked".into())),
-        }
+        self.out.send(full)
     }
 
     /// Writes what is left, syncs the file, renames it to its final name
     /// and syncs the directory. Returns the file's size.
     pub(crate) fn finish(mut self) -> Result<u64> {
         self.hand_over()?;
-        let file = self.join()?;
+        let file = self.out.finish()?;
         file.sync()?;
         drop(file);
         self.storage
@@ -727,9 +743,71 @@ pub(crate) fn read_piece(
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use epochdb_storage::SimStorage;
+
+    /// The index file as it was written before streaming: the whole copy
+    /// in memory, encoded in one buffer.
+    fn index_file_in_one_piece(buckets: usize, overflow: u64, words: &[u64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut header = Vec::new();
+        header.extend_from_slice(&(buckets as u64).to_le_bytes());
+        header.extend_from_slice(&overflow.to_le_bytes());
+        encode_block(
+            &mut out,
+            INDEX_MAGIC,
+            FORMAT_VERSION,
+            KIND_INDEX_HEADER,
+            &header,
+        );
+        for chunk in words.chunks(INDEX_BLOCK_WORDS) {
+            let payload: Vec<u8> = chunk.iter().flat_map(|w| w.to_le_bytes()).collect();
+            encode_block(
+                &mut out,
+                INDEX_MAGIC,
+                FORMAT_VERSION,
+                KIND_INDEX_WORDS,
+                &payload,
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn streamed_index_file_is_the_format_byte_for_byte() {
+        // 16 MiB of primary buckets plus overflow chains: several chunks,
+        // and a last block that is not full.
+        let index = Index::new(1 << 18);
+        for i in 0..(1u64 << 18) {
+            let bucket = i;
+            // Most buckets get one entry, 64 of them a long chain.
+            let tags = if bucket < 64 { 20 } else { 1 };
+            for tag in 1..=tags {
+                let mut entry = index.find_or_create((tag << 48) | bucket);
+                assert!(entry.try_update(64 + i * 8 + tag));
+            }
+        }
+        let disk = SimStorage::new(3);
+        let dir = Path::new("/ix");
+        disk.create_dir_all(dir).unwrap();
+        let bytes = write_index(&disk, dir, 7, &index).unwrap();
+        let (words, overflow) = index.fuzzy_words();
+        assert!(overflow > 0);
+        assert_eq!(bytes, words.len() as u64 * 8);
+        let path = dir.join(index_name(7));
+        let file = disk.read(&path).unwrap();
+        let want = index_file_in_one_piece(index.len(), overflow, &words);
+        assert!(file.len() > 2 * WRITE_CHUNK_BYTES);
+        assert!(file == want, "the streamed file differs from the format");
+        assert!(!disk
+            .exists(&dir.join(format!("{}.tmp", index_name(7))))
+            .unwrap());
+        let (read, loaded) = read_index(&disk, &path).unwrap();
+        assert_eq!(loaded, bytes);
+        assert_eq!(read.fuzzy_words(), (words, overflow));
+    }
 
     #[test]
     fn metadata_round_trip() {

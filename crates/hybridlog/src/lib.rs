@@ -46,6 +46,7 @@
 
 mod address;
 mod checkpoint;
+mod chunk_writer;
 mod error;
 mod functions;
 mod index;

@@ -621,17 +621,10 @@ impl<F: Functions> Store<F> {
             // so the copy holds it or the replay from L_h is not needed for
             // it.
             self.epoch_barrier();
-            let (words, overflow) = inner.index.fuzzy_words();
-            checkpoint::write_index(
-                inner.storage.as_ref(),
-                &inner.dir,
-                id,
-                inner.index.len(),
-                overflow,
-                &words,
-            )?;
+            let words_bytes =
+                checkpoint::write_index(inner.storage.as_ref(), &inner.dir, id, &inner.index)?;
             let l_i = inner.log.tail_address();
-            bytes += words.len() as u64 * 8;
+            bytes += words_bytes;
             driver.index = Some(IndexCheckpoint { id, l_h, l_i });
             driver.next_index_id = id + 1;
         }
