@@ -41,7 +41,7 @@ use crate::index::Index;
 /// Magic of checkpoint metadata ("HLCM").
 const META_MAGIC: u32 = 0x4d43_4c48;
 /// Magic of index checkpoint files ("HLIX").
-const INDEX_MAGIC: u32 = 0x5849_4c48;
+pub(crate) const INDEX_MAGIC: u32 = 0x5849_4c48;
 /// Magic of snapshot files ("HLSN").
 const SNAP_MAGIC: u32 = 0x4e53_4c48;
 /// Format version of index and snapshot files, and of metadata written
@@ -127,8 +127,8 @@ pub(crate) struct SnapshotMap {
     /// The pieces, in address order, covering `[start, l_e)` exactly.
     pub(crate) pieces: Vec<Piece>,
 }
-const KIND_INDEX_HEADER: u16 = 2;
-const KIND_INDEX_WORDS: u16 = 3;
+pub(crate) const KIND_INDEX_HEADER: u16 = 2;
+pub(crate) const KIND_INDEX_WORDS: u16 = 3;
 /// Words per index block (1 MiB).
 const INDEX_BLOCK_WORDS: usize = 128 * 1024;
 
@@ -341,7 +341,9 @@ impl Metadata {
     }
 }
 
-fn frame_error(path: &Path, e: FrameError) -> Error {
+/// A frame error of `path` as `Error::Corrupted` (offset in the buffer
+/// decoded).
+pub(crate) fn frame_error(path: &Path, e: FrameError) -> Error {
     let offset = match &e {
         FrameError::TornTail { offset } | FrameError::Corrupt { offset, .. } => *offset as u64,
         _ => 0,
@@ -484,94 +486,6 @@ pub(crate) fn write_index(
 }
 
 const _: () = assert!(INDEX_BLOCK_WORDS.is_multiple_of(8));
-
-/// Reads a fuzzy index checkpoint into a new index, block by block (no
-/// copy of the whole file in memory): returns the index and the bytes of
-/// bucket words loaded.
-pub(crate) fn read_index(storage: &dyn Storage, path: &Path) -> Result<(crate::index::Index, u64)> {
-    let file = storage.open(path)?;
-    let corrupt = |offset: u64, reason: String| Error::Corrupted {
-        file: path.to_path_buf(),
-        offset,
-        reason,
-    };
-    let mut offset = 0u64;
-    let mut buf = Vec::new();
-    let mut index: Option<(crate::index::Index, usize, u64)> = None;
-    let mut loaded_words = 0usize;
-    loop {
-        let mut header = [0u8; epochdb_storage::BLOCK_HEADER_BYTES];
-        let n = file.read_at(offset, &mut header)?;
-        if n == 0 {
-            break;
-        }
-        let len = if n == header.len() {
-            u32::from_le_bytes(header[8..12].try_into().expect("4")) as usize
-        } else {
-            0
-        };
-        let total =
-            epochdb_storage::BLOCK_HEADER_BYTES + len.min(epochdb_storage::BLOCK_PAYLOAD_MAX_BYTES);
-        buf.resize(total, 0);
-        let n = file.read_at(offset, &mut buf)?;
-        buf.truncate(n);
-        let block = match epochdb_storage::decode_block(&buf, 0, INDEX_MAGIC) {
-            Ok(Some((block, _))) => block,
-            Ok(None) => break,
-            Err(e) => {
-                let mut error = frame_error(path, e);
-                if let Error::Corrupted { offset: at, .. } = &mut error {
-                    *at += offset;
-                }
-                return Err(error);
-            }
-        };
-        match (block.kind, &index) {
-            (KIND_INDEX_HEADER, None) if block.payload.len() == 16 => {
-                let b = u64::from_le_bytes(block.payload[..8].try_into().expect("8"));
-                let o = u64::from_le_bytes(block.payload[8..].try_into().expect("8"));
-                if !b.is_power_of_two() || b > 1 << 40 || o > 1 << 40 {
-                    return Err(corrupt(
-                        offset,
-                        format!("index of {b} buckets, {o} overflow"),
-                    ));
-                }
-                let total_words = (b + o) as usize * 8;
-                index = Some((
-                    crate::index::Index::with_overflow(b as usize, o),
-                    total_words,
-                    o,
-                ));
-            }
-            (KIND_INDEX_WORDS, Some((idx, total_words, _)))
-                if block.payload.len() % 64 == 0
-                    && loaded_words + block.payload.len() / 8 <= *total_words =>
-            {
-                let words: Vec<u64> = block
-                    .payload
-                    .chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
-                    .collect();
-                idx.load_words(loaded_words / 8, &words);
-                loaded_words += words.len();
-            }
-            (kind, _) => {
-                return Err(corrupt(offset, format!("unexpected block kind {kind}")));
-            }
-        }
-        offset += buf.len() as u64;
-    }
-    let Some((index, total_words, _)) = index else {
-        return Err(corrupt(0, "no index header".into()));
-    };
-    if loaded_words != total_words {
-        return Err(corrupt(
-            offset,
-            format!("index has {loaded_words} of its {total_words} words"),
-        ));
-    }
-    Ok((index, loaded_words as u64 * 8))
-}
 
 /// Writes a snapshot file as it is produced, piece by piece:
 /// `snap-<version>.dat.tmp`, then [`SnapshotWriter::finish`] syncs it,
@@ -804,9 +718,11 @@ mod tests {
         assert!(!disk
             .exists(&dir.join(format!("{}.tmp", index_name(7))))
             .unwrap());
-        let (read, loaded) = read_index(&disk, &path).unwrap();
-        assert_eq!(loaded, bytes);
-        assert_eq!(read.fuzzy_words(), (words, overflow));
+        for threads in [1, 3] {
+            let (read, loaded) = crate::index_load::read_index(&disk, &path, threads).unwrap();
+            assert_eq!(loaded, bytes);
+            assert_eq!(read.fuzzy_words(), (words.clone(), overflow));
+        }
     }
 
     #[test]

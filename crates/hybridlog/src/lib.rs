@@ -50,6 +50,7 @@ mod chunk_writer;
 mod error;
 mod functions;
 mod index;
+mod index_load;
 mod io;
 mod log;
 mod record;

@@ -34,6 +34,7 @@ use crate::checkpoint::{
 };
 use crate::error::{Error, Result};
 use crate::index::Index;
+use crate::index_load::read_index;
 use crate::record::Header;
 use crate::replay::{replay, replay_threads};
 use crate::segment::{SegmentedFile, LOG_NAME};
@@ -115,14 +116,14 @@ pub(crate) fn recover(
     };
     let meta = checkpoint::read_metadata(storage, &dir.join(meta_name(version)))?;
     let index_path = dir.join(index_name(meta.index_id));
+    let threads = replay_threads(config.recovery_threads);
     let started = std::time::Instant::now();
-    let (index, index_bytes) = checkpoint::read_index(storage, &index_path)?;
+    let (index, index_bytes) = read_index(storage, &index_path, threads)?;
     let index_time = started.elapsed();
     let file = SegmentedFile::open(storage_arc.clone(), dir, meta.segment_bits)?;
     let log_path = file.path().to_path_buf();
     let page_bits = meta.page_bits;
     let snapshot_bytes = restore_snapshot(storage, dir, &file, &meta)?;
-    let threads = replay_threads(config.recovery_threads);
     let started = std::time::Instant::now();
     let invalid = replay(&file, &log_path, &index, &meta, threads)?;
     let replay_time = started.elapsed();
