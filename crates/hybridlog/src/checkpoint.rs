@@ -381,6 +381,13 @@ pub(crate) fn read_metadata(storage: &dyn Storage, path: &Path) -> Result<Metada
     Metadata::decode(path, &data)
 }
 
+/// Bytes of index checkpoint handed to the writer at once: one block.
+/// Small, so that the few buffers circulating between the copying thread
+/// and the writer are all the fresh memory there is to fault in (on this
+/// VM faulting a new page costs more than copying it), yet large enough
+/// for writes at the disk's speed.
+const INDEX_WRITE_CHUNK_BYTES: usize = 1 << 20;
+
 /// Bytes of an index file's first block (kind 2: buckets, overflow).
 const INDEX_HEADER_BLOCK_BYTES: usize = epochdb_storage::BLOCK_HEADER_BYTES + 16;
 
@@ -406,8 +413,8 @@ fn index_header_block(buckets: usize, overflow: u64) -> Vec<u8> {
 /// returns the bytes of bucket words written.
 ///
 /// The copy is streamed: buckets are read ([`Index::fuzzy_copy`]) straight
-/// into 1 MiB blocks of 8 MiB chunks that a [`ChunkWriter`] writes while
-/// the next chunk is copied and checksummed. The number of overflow
+/// into 1 MiB blocks that a [`ChunkWriter`] writes while the next block is
+/// copied and checksummed. The number of overflow
 /// buckets is known only at the end of the copy, so the first block
 /// (fixed size) is written last, before the final sync. The bytes are those
 /// of the format above, whatever the chunking.
@@ -428,7 +435,7 @@ pub(crate) fn write_index(
         file,
         INDEX_HEADER_BLOCK_BYTES as u64,
         "hybridlog-index",
-        WRITE_CHUNK_BYTES + block_bytes,
+        INDEX_WRITE_CHUNK_BYTES + block_bytes,
     );
     let mut buf = out.buffer();
     // Where the block being filled starts in `buf`, and its words so far.
@@ -452,16 +459,18 @@ pub(crate) fn write_index(
             block_start = buf.len();
             buf.resize(block_start + epochdb_storage::BLOCK_HEADER_BYTES, 0);
         }
-        for word in bucket {
-            buf.extend_from_slice(&word.to_le_bytes());
+        let mut bytes = [0u8; 64];
+        for (to, word) in bytes.chunks_exact_mut(8).zip(bucket) {
+            to.copy_from_slice(&word.to_le_bytes());
         }
+        buf.extend_from_slice(&bytes);
         block_words += bucket.len();
         words += bucket.len() as u64;
         // Whole buckets per block: INDEX_BLOCK_WORDS is a multiple of 8.
         if block_words == INDEX_BLOCK_WORDS {
             seal(&mut buf, block_start);
             block_words = 0;
-            if buf.len() >= WRITE_CHUNK_BYTES {
+            if buf.len() >= INDEX_WRITE_CHUNK_BYTES {
                 let next = out.buffer();
                 if let Err(e) = out.send(std::mem::replace(&mut buf, next)) {
                     failed = Some(e);
@@ -713,7 +722,7 @@ mod tests {
         let path = dir.join(index_name(7));
         let file = disk.read(&path).unwrap();
         let want = index_file_in_one_piece(index.len(), overflow, &words);
-        assert!(file.len() > 2 * WRITE_CHUNK_BYTES);
+        assert!(file.len() > 8 * INDEX_WRITE_CHUNK_BYTES);
         assert!(file == want, "the streamed file differs from the format");
         assert!(!disk
             .exists(&dir.join(format!("{}.tmp", index_name(7))))

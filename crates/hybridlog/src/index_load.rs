@@ -24,8 +24,10 @@ use crate::checkpoint::{frame_error, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_
 use crate::error::{Error, Result};
 use crate::index::Index;
 
-/// Bytes read at once.
-const READ_CHUNK_BYTES: usize = 8 << 20;
+/// Bytes read at once (more when a block is larger). Buffers are reused
+/// once no worker holds them, so what is faulted in is a few chunks, not
+/// the file (on this VM faulting a new page costs more than copying it).
+const READ_CHUNK_BYTES: usize = 2 << 20;
 
 /// Reads an index file ahead in large chunks and cuts it into blocks as a
 /// one-block-at-a-time reader would.
@@ -38,6 +40,8 @@ struct BlockReader<'a> {
     at: usize,
     /// The last read came back short: there is no more.
     eof: bool,
+    /// Buffers read before, to reuse once no worker holds them.
+    retired: Vec<Arc<Vec<u8>>>,
 }
 
 impl BlockReader<'_> {
@@ -53,7 +57,8 @@ impl BlockReader<'_> {
             return Ok(());
         }
         let want = (need - kept).max(READ_CHUNK_BYTES);
-        let mut next = Vec::with_capacity(kept + want);
+        let mut next = self.spare();
+        next.reserve(kept + want);
         next.extend_from_slice(&self.data[self.at..]);
         next.resize(kept + want, 0);
         let from = self.data_offset + self.data.len() as u64;
@@ -62,8 +67,20 @@ impl BlockReader<'_> {
         self.eof = n < want;
         self.data_offset += self.at as u64;
         self.at = 0;
-        self.data = Arc::new(next);
+        let old = std::mem::replace(&mut self.data, Arc::new(next));
+        self.retired.push(old);
         Ok(())
+    }
+
+    /// An empty buffer: a retired one no worker holds any more, or a new
+    /// one.
+    fn spare(&mut self) -> Vec<u8> {
+        let free = self.retired.iter().position(|b| Arc::strong_count(b) == 1);
+        let mut buf = free
+            .and_then(|i| Arc::try_unwrap(self.retired.swap_remove(i)).ok())
+            .unwrap_or_default();
+        buf.clear();
+        buf
     }
 
     /// The next block's bytes in `data` — its header's length of them, or
@@ -162,6 +179,7 @@ pub(crate) fn read_index(
         data_offset: 0,
         at: 0,
         eof: false,
+        retired: Vec::new(),
     };
     // The first block names the index's size.
     let no_header = || corrupt(0, "no index header".into());
