@@ -18,9 +18,9 @@
 //! Steps: load the fuzzy index; replay the log from `l_h` to `l_e` setting
 //! each record's index entry — except version-(v+1) records at or above
 //! `l_s`, which are marked invalid, in memory and on disk (§6.4); load the
-//! partial last page; restore the session table. The replay runs on
-//! `Config::recovery_threads` threads while the log is read ahead in large
-//! chunks (`replay.rs`).
+//! partial last page; restore the session table. Loading the index and
+//! the replay run on `Config::recovery_threads` threads while the files
+//! are read ahead in large chunks (`index_load.rs`, `replay.rs`).
 
 use std::path::Path;
 

@@ -51,9 +51,10 @@ pub struct Config {
     /// ([`Store::shift_begin_address`]) gives back whole segments. A
     /// recovered store keeps its checkpoint's segment size.
     pub log_segment_bits: u32,
-    /// Threads that replay the log into the index at recovery (0: one per
-    /// available core). The opening thread reads ahead meanwhile. Any
-    /// count recovers the same store.
+    /// Threads that load the index checkpoint and replay the log into the
+    /// index at recovery (0: one per available core). The opening thread
+    /// reads ahead meanwhile. Any count recovers the same store and
+    /// reports the same errors.
     pub recovery_threads: usize,
 }
 
@@ -346,7 +347,8 @@ pub struct RecoveredInfo {
     pub index_time: Duration,
     /// Wall time of replaying the log into the index.
     pub replay_time: Duration,
-    /// Threads that replayed the log ([`Config::recovery_threads`]).
+    /// Threads that loaded the index and replayed the log
+    /// ([`Config::recovery_threads`]).
     pub replay_threads: usize,
 }
 
