@@ -94,7 +94,8 @@ pub(crate) struct HybridlogArgs {
     /// and recover it, timing the recovery.
     #[arg(long)]
     recover: bool,
-    /// Threads that replay the log at `--recover` (0: one per core).
+    /// Threads that load the index and replay the log at `--recover` (0:
+    /// one per core).
     #[arg(long, default_value_t = 0)]
     recovery_threads: usize,
     /// Directory for the store (it uses a fresh `hybridlog` subdirectory);
