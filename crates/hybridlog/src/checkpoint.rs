@@ -34,12 +34,14 @@ use std::path::Path;
 
 use epochdb_storage::{blocks, encode_block, FrameError, Storage};
 
+use crate::chunk_writer::{ChunkWriter, WRITE_CHUNK_BYTES};
 use crate::error::{Error, Result};
+use crate::index::Index;
 
 /// Magic of checkpoint metadata ("HLCM").
 const META_MAGIC: u32 = 0x4d43_4c48;
 /// Magic of index checkpoint files ("HLIX").
-const INDEX_MAGIC: u32 = 0x5849_4c48;
+pub(crate) const INDEX_MAGIC: u32 = 0x5849_4c48;
 /// Magic of snapshot files ("HLSN").
 const SNAP_MAGIC: u32 = 0x4e53_4c48;
 /// Format version of index and snapshot files, and of metadata written
@@ -125,8 +127,8 @@ pub(crate) struct SnapshotMap {
     /// The pieces, in address order, covering `[start, l_e)` exactly.
     pub(crate) pieces: Vec<Piece>,
 }
-const KIND_INDEX_HEADER: u16 = 2;
-const KIND_INDEX_WORDS: u16 = 3;
+pub(crate) const KIND_INDEX_HEADER: u16 = 2;
+pub(crate) const KIND_INDEX_WORDS: u16 = 3;
 /// Words per index block (1 MiB).
 const INDEX_BLOCK_WORDS: usize = 128 * 1024;
 
@@ -339,7 +341,9 @@ impl Metadata {
     }
 }
 
-fn frame_error(path: &Path, e: FrameError) -> Error {
+/// A frame error of `path` as `Error::Corrupted` (offset in the buffer
+/// decoded).
+pub(crate) fn frame_error(path: &Path, e: FrameError) -> Error {
     let offset = match &e {
         FrameError::TornTail { offset } | FrameError::Corrupt { offset, .. } => *offset as u64,
         _ => 0,
@@ -377,19 +381,22 @@ pub(crate) fn read_metadata(storage: &dyn Storage, path: &Path) -> Result<Metada
     Metadata::decode(path, &data)
 }
 
-/// Writes a fuzzy index checkpoint (§6.3).
-pub(crate) fn write_index(
-    storage: &dyn Storage,
-    dir: &Path,
-    id: u64,
-    buckets: usize,
-    overflow: u64,
-    words: &[u64],
-) -> Result<()> {
-    let mut out = Vec::with_capacity(words.len() * 8 + 1024);
-    let mut header = Vec::new();
+/// Bytes of index checkpoint handed to the writer at once: one block.
+/// Small, so that the few buffers circulating between the copying thread
+/// and the writer are all the fresh memory there is to fault in (on this
+/// VM faulting a new page costs more than copying it), yet large enough
+/// for writes at the disk's speed.
+const INDEX_WRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// Bytes of an index file's first block (kind 2: buckets, overflow).
+const INDEX_HEADER_BLOCK_BYTES: usize = epochdb_storage::BLOCK_HEADER_BYTES + 16;
+
+/// The index file's first block.
+fn index_header_block(buckets: usize, overflow: u64) -> Vec<u8> {
+    let mut header = Vec::with_capacity(16);
     header.extend_from_slice(&(buckets as u64).to_le_bytes());
     header.extend_from_slice(&overflow.to_le_bytes());
+    let mut out = Vec::with_capacity(INDEX_HEADER_BLOCK_BYTES);
     encode_block(
         &mut out,
         INDEX_MAGIC,
@@ -397,140 +404,120 @@ pub(crate) fn write_index(
         KIND_INDEX_HEADER,
         &header,
     );
-    let mut payload = Vec::with_capacity(INDEX_BLOCK_WORDS * 8);
-    for chunk in words.chunks(INDEX_BLOCK_WORDS) {
-        payload.clear();
-        for word in chunk {
-            payload.extend_from_slice(&word.to_le_bytes());
-        }
-        encode_block(
-            &mut out,
+    assert_eq!(out.len(), INDEX_HEADER_BLOCK_BYTES);
+    out
+}
+
+/// Writes a fuzzy index checkpoint (§6.3) of `index` as `index-<id>.dat`,
+/// durably (a temporary name, synced, renamed, the directory synced), and
+/// returns the bytes of bucket words written.
+///
+/// The copy is streamed: buckets are read ([`Index::fuzzy_copy`]) straight
+/// into 1 MiB blocks that a [`ChunkWriter`] writes while the next block is
+/// copied and checksummed. The number of overflow
+/// buckets is known only at the end of the copy, so the first block
+/// (fixed size) is written last, before the final sync. The bytes are those
+/// of the format above, whatever the chunking.
+pub(crate) fn write_index(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: u64,
+    index: &Index,
+) -> Result<u64> {
+    let path = dir.join(index_name(id));
+    let tmp = dir.join(format!("{}{}", index_name(id), epochdb_storage::TMP_SUFFIX));
+    if storage.exists(&tmp)? {
+        storage.remove(&tmp)?;
+    }
+    let file = storage.create(&tmp)?;
+    let block_bytes = epochdb_storage::BLOCK_HEADER_BYTES + INDEX_BLOCK_WORDS * 8;
+    let mut out = ChunkWriter::start(
+        file,
+        INDEX_HEADER_BLOCK_BYTES as u64,
+        "hybridlog-index",
+        INDEX_WRITE_CHUNK_BYTES + block_bytes,
+    );
+    let mut buf = out.buffer();
+    // Where the block being filled starts in `buf`, and its words so far.
+    let mut block_start = 0;
+    let mut block_words = 0;
+    let mut words = 0u64;
+    let mut failed = None;
+    let seal = |buf: &mut Vec<u8>, start: usize| {
+        epochdb_storage::seal_block(
+            &mut buf[start..],
             INDEX_MAGIC,
             FORMAT_VERSION,
             KIND_INDEX_WORDS,
-            &payload,
         );
+    };
+    let overflow = index.fuzzy_copy(|bucket| {
+        if failed.is_some() {
+            return;
+        }
+        if block_words == 0 {
+            block_start = buf.len();
+            buf.resize(block_start + epochdb_storage::BLOCK_HEADER_BYTES, 0);
+        }
+        let mut bytes = [0u8; 64];
+        for (to, word) in bytes.chunks_exact_mut(8).zip(bucket) {
+            to.copy_from_slice(&word.to_le_bytes());
+        }
+        buf.extend_from_slice(&bytes);
+        block_words += bucket.len();
+        words += bucket.len() as u64;
+        // Whole buckets per block: INDEX_BLOCK_WORDS is a multiple of 8.
+        if block_words == INDEX_BLOCK_WORDS {
+            seal(&mut buf, block_start);
+            block_words = 0;
+            if buf.len() >= INDEX_WRITE_CHUNK_BYTES {
+                let next = out.buffer();
+                if let Err(e) = out.send(std::mem::replace(&mut buf, next)) {
+                    failed = Some(e);
+                }
+            }
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
-    write_durably(storage, dir, &index_name(id), &out)
+    if block_words > 0 {
+        seal(&mut buf, block_start);
+    }
+    out.send(buf)?;
+    let file = out.finish()?;
+    file.write_at(0, &index_header_block(index.len(), overflow))?;
+    file.sync()?;
+    drop(file);
+    storage.rename(&tmp, &path)?;
+    storage.sync_dir(dir)?;
+    Ok(words * 8)
 }
 
-/// Reads a fuzzy index checkpoint into a new index, block by block (no
-/// copy of the whole file in memory): returns the index and the bytes of
-/// bucket words loaded.
-pub(crate) fn read_index(storage: &dyn Storage, path: &Path) -> Result<(crate::index::Index, u64)> {
-    let file = storage.open(path)?;
-    let corrupt = |offset: u64, reason: String| Error::Corrupted {
-        file: path.to_path_buf(),
-        offset,
-        reason,
-    };
-    let mut offset = 0u64;
-    let mut buf = Vec::new();
-    let mut index: Option<(crate::index::Index, usize, u64)> = None;
-    let mut loaded_words = 0usize;
-    loop {
-        let mut header = [0u8; epochdb_storage::BLOCK_HEADER_BYTES];
-        let n = file.read_at(offset, &mut header)?;
-        if n == 0 {
-            break;
-        }
-        let len = if n == header.len() {
-            u32::from_le_bytes(header[8..12].try_into().expect("4")) as usize
-        } else {
-            0
-        };
-        let total =
-            epochdb_storage::BLOCK_HEADER_BYTES + len.min(epochdb_storage::BLOCK_PAYLOAD_MAX_BYTES);
-        buf.resize(total, 0);
-        let n = file.read_at(offset, &mut buf)?;
-        buf.truncate(n);
-        let block = match epochdb_storage::decode_block(&buf, 0, INDEX_MAGIC) {
-            Ok(Some((block, _))) => block,
-            Ok(None) => break,
-            Err(e) => {
-                let mut error = frame_error(path, e);
-                if let Error::Corrupted { offset: at, .. } = &mut error {
-                    *at += offset;
-                }
-                return Err(error);
-            }
-        };
-        match (block.kind, &index) {
-            (KIND_INDEX_HEADER, None) if block.payload.len() == 16 => {
-                let b = u64::from_le_bytes(block.payload[..8].try_into().expect("8"));
-                let o = u64::from_le_bytes(block.payload[8..].try_into().expect("8"));
-                if !b.is_power_of_two() || b > 1 << 40 || o > 1 << 40 {
-                    return Err(corrupt(
-                        offset,
-                        format!("index of {b} buckets, {o} overflow"),
-                    ));
-                }
-                let total_words = (b + o) as usize * 8;
-                index = Some((
-                    crate::index::Index::with_overflow(b as usize, o),
-                    total_words,
-                    o,
-                ));
-            }
-            (KIND_INDEX_WORDS, Some((idx, total_words, _)))
-                if block.payload.len() % 64 == 0
-                    && loaded_words + block.payload.len() / 8 <= *total_words =>
-            {
-                let words: Vec<u64> = block
-                    .payload
-                    .chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
-                    .collect();
-                idx.load_words(loaded_words / 8, &words);
-                loaded_words += words.len();
-            }
-            (kind, _) => {
-                return Err(corrupt(offset, format!("unexpected block kind {kind}")));
-            }
-        }
-        offset += buf.len() as u64;
-    }
-    let Some((index, total_words, _)) = index else {
-        return Err(corrupt(0, "no index header".into()));
-    };
-    if loaded_words != total_words {
-        return Err(corrupt(
-            offset,
-            format!("index has {loaded_words} of its {total_words} words"),
-        ));
-    }
-    Ok((index, loaded_words as u64 * 8))
-}
+const _: () = assert!(INDEX_BLOCK_WORDS.is_multiple_of(8));
 
 /// Writes a snapshot file as it is produced, piece by piece:
 /// `snap-<version>.dat.tmp`, then [`SnapshotWriter::finish`] syncs it,
 /// renames it into place and syncs the directory. Its metadata (written
 /// after) is what makes it part of a checkpoint.
 ///
-/// The caller copies pieces into 8 MiB buffers; a writer thread writes each
-/// buffer at the next offset and syncs every [`SNAP_SYNC_BYTES`], so the
-/// disk works while the next pieces are copied and checksummed (a single
-/// sync at the end would leave the disk idle until then). Any error of the
-/// writer thread is returned by the next [`SnapshotWriter::piece`] or by
-/// `finish`.
+/// The caller copies pieces into 8 MiB buffers that a [`ChunkWriter`]
+/// writes while the next pieces are copied and checksummed. Any error of
+/// the writer thread is returned by the next [`SnapshotWriter::piece`] or
+/// by `finish`.
 pub(crate) struct SnapshotWriter<'s> {
     storage: &'s dyn Storage,
     dir: std::path::PathBuf,
     version: u32,
     tmp: std::path::PathBuf,
-    to_writer: Option<crossbeam_channel::Sender<Vec<u8>>>,
-    spare: crossbeam_channel::Receiver<Vec<u8>>,
-    writer: Option<std::thread::JoinHandle<Result<Box<dyn epochdb_storage::StorageFile>>>>,
+    out: ChunkWriter,
     buf: Vec<u8>,
     /// Bytes of the file so far (including `buf`).
     pub(crate) written: u64,
 }
 
-/// Bytes gathered before one write (sequential writes of this size run at
-/// the disk's speed).
-const SNAP_WRITE_BYTES: usize = 8 << 20;
-/// Bytes written between two syncs of a snapshot file being written.
-const SNAP_SYNC_BYTES: u64 = 32 << 20;
+/// Capacity of a snapshot writer's buffers: a chunk and one more piece.
+const SNAP_BUFFER_BYTES: usize = WRITE_CHUNK_BYTES + (PIECE_BYTES_MAX as usize) + 64;
 
 impl<'s> SnapshotWriter<'s> {
     /// Starts `snap-<version>.dat.tmp` (replacing a leftover) with its
@@ -556,7 +543,7 @@ impl<'s> SnapshotWriter<'s> {
         for x in [u64::from(version), u64::from(page_bits), start, end] {
             header.extend_from_slice(&x.to_le_bytes());
         }
-        let mut buf = Vec::with_capacity(SNAP_WRITE_BYTES + (PIECE_BYTES_MAX as usize) + 64);
+        let mut buf = Vec::with_capacity(SNAP_BUFFER_BYTES);
         encode_block(
             &mut buf,
             SNAP_MAGIC,
@@ -565,35 +552,12 @@ impl<'s> SnapshotWriter<'s> {
             &header,
         );
         let written = buf.len() as u64;
-        let (to_writer, from_main) = crossbeam_channel::bounded::<Vec<u8>>(1);
-        let (to_spare, spare) = crossbeam_channel::bounded::<Vec<u8>>(2);
-        let writer = std::thread::Builder::new()
-            .name("hybridlog-snapshot".into())
-            .spawn(move || -> Result<Box<dyn epochdb_storage::StorageFile>> {
-                let mut at = 0u64;
-                let mut unsynced = 0u64;
-                for mut chunk in from_main {
-                    file.write_at(at, &chunk)?;
-                    at += chunk.len() as u64;
-                    unsynced += chunk.len() as u64;
-                    if unsynced >= SNAP_SYNC_BYTES {
-                        file.sync()?;
-                        unsynced = 0;
-                    }
-                    chunk.clear();
-                    let _ = to_spare.try_send(chunk);
-                }
-                Ok(file)
-            })
-            .expect("spawn the snapshot writer");
         Ok(SnapshotWriter {
             storage,
             dir: dir.to_path_buf(),
             version,
             tmp,
-            to_writer: Some(to_writer),
-            spare,
-            writer: Some(writer),
+            out: ChunkWriter::start(file, 0, "hybridlog-snapshot", SNAP_BUFFER_BYTES),
             buf,
             written,
         })
@@ -627,7 +591,7 @@ impl<'s> SnapshotWriter<'s> {
             KIND_SNAP_PIECE,
         );
         self.written += (self.buf.len() - start) as u64;
-        if self.buf.len() >= SNAP_WRITE_BYTES {
+        if self.buf.len() >= WRITE_CHUNK_BYTES {
             self.hand_over()?;
         }
         Ok(offset)
@@ -635,41 +599,16 @@ impl<'s> SnapshotWriter<'s> {
 
     /// Sends the gathered bytes to the writer thread.
     fn hand_over(&mut self) -> Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let next = self.spare.try_recv().unwrap_or_else(|_| {
-            Vec::with_capacity(SNAP_WRITE_BYTES + (PIECE_BYTES_MAX as usize) + 64)
-        });
+        let next = self.out.buffer();
         let full = std::mem::replace(&mut self.buf, next);
-        let sent = self
-            .to_writer
-            .as_ref()
-            .expect("the writer runs until finish")
-            .send(full);
-        if sent.is_err() {
-            // The writer stopped: it failed. Its error is the answer.
-            self.join()?;
-            return Err(Error::Failed("the snapshot writer stopped".into()));
-        }
-        Ok(())
-    }
-
-    /// Ends the writer thread; returns the file once everything sent is
-    /// written.
-    fn join(&mut self) -> Result<Box<dyn epochdb_storage::StorageFile>> {
-        self.to_writer = None;
-        match self.writer.take().expect("joined once").join() {
-            Ok(result) => result,
-            Err(_) => Err(Error::Failed("the snapshot writer panicked".into())),
-        }
+        self.out.send(full)
     }
 
     /// Writes what is left, syncs the file, renames it to its final name
     /// and syncs the directory. Returns the file's size.
     pub(crate) fn finish(mut self) -> Result<u64> {
         self.hand_over()?;
-        let file = self.join()?;
+        let file = self.out.finish()?;
         file.sync()?;
         drop(file);
         self.storage
@@ -727,9 +666,73 @@ pub(crate) fn read_piece(
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use epochdb_storage::SimStorage;
+
+    /// The index file as it was written before streaming: the whole copy
+    /// in memory, encoded in one buffer.
+    fn index_file_in_one_piece(buckets: usize, overflow: u64, words: &[u64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut header = Vec::new();
+        header.extend_from_slice(&(buckets as u64).to_le_bytes());
+        header.extend_from_slice(&overflow.to_le_bytes());
+        encode_block(
+            &mut out,
+            INDEX_MAGIC,
+            FORMAT_VERSION,
+            KIND_INDEX_HEADER,
+            &header,
+        );
+        for chunk in words.chunks(INDEX_BLOCK_WORDS) {
+            let payload: Vec<u8> = chunk.iter().flat_map(|w| w.to_le_bytes()).collect();
+            encode_block(
+                &mut out,
+                INDEX_MAGIC,
+                FORMAT_VERSION,
+                KIND_INDEX_WORDS,
+                &payload,
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn streamed_index_file_is_the_format_byte_for_byte() {
+        // 16 MiB of primary buckets plus overflow chains: several chunks,
+        // and a last block that is not full.
+        let index = Index::new(1 << 18);
+        for i in 0..(1u64 << 18) {
+            let bucket = i;
+            // Most buckets get one entry, 64 of them a long chain.
+            let tags = if bucket < 64 { 20 } else { 1 };
+            for tag in 1..=tags {
+                let mut entry = index.find_or_create((tag << 48) | bucket);
+                assert!(entry.try_update(64 + i * 8 + tag));
+            }
+        }
+        let disk = SimStorage::new(3);
+        let dir = Path::new("/ix");
+        disk.create_dir_all(dir).unwrap();
+        let bytes = write_index(&disk, dir, 7, &index).unwrap();
+        let (words, overflow) = index.fuzzy_words();
+        assert!(overflow > 0);
+        assert_eq!(bytes, words.len() as u64 * 8);
+        let path = dir.join(index_name(7));
+        let file = disk.read(&path).unwrap();
+        let want = index_file_in_one_piece(index.len(), overflow, &words);
+        assert!(file.len() > 8 * INDEX_WRITE_CHUNK_BYTES);
+        assert!(file == want, "the streamed file differs from the format");
+        assert!(!disk
+            .exists(&dir.join(format!("{}.tmp", index_name(7))))
+            .unwrap());
+        for threads in [1, 3] {
+            let (read, loaded) = crate::index_load::read_index(&disk, &path, threads).unwrap();
+            assert_eq!(loaded, bytes);
+            assert_eq!(read.fuzzy_words(), (words.clone(), overflow));
+        }
+    }
 
     #[test]
     fn metadata_round_trip() {

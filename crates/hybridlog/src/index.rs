@@ -320,13 +320,26 @@ impl Index {
         false
     }
 
-    /// Fuzzy copy of every word (cpr-sigmod19 §6.3): primary buckets, then
-    /// the overflow buckets in id order. Entries are read one at a time with
-    /// atomic loads while other threads keep updating them.
+    /// Fuzzy copy of every word (cpr-sigmod19 §6.3) into one vector:
+    /// see [`Index::fuzzy_copy`]. Returns the words and the overflow
+    /// buckets copied.
+    #[cfg(test)]
     pub(crate) fn fuzzy_words(&self) -> (Vec<u64>, u64) {
         let mut words = Vec::with_capacity(self.buckets.len() * 8);
+        let copied = self.fuzzy_copy(|bucket| words.extend_from_slice(bucket));
+        (words, copied)
+    }
+
+    /// Fuzzy copy of every word (cpr-sigmod19 §6.3), handed to `emit` one
+    /// bucket at a time: primary buckets, then the overflow buckets in id
+    /// order. Entries are read one at a time with atomic loads while other
+    /// threads keep updating them. Returns the overflow buckets copied.
+    pub(crate) fn fuzzy_copy(&self, mut emit: impl FnMut(&[u64; 8])) -> u64 {
+        let load = |bucket: &Bucket| -> [u64; 8] {
+            std::array::from_fn(|i| bucket.words[i].load(Acquire))
+        };
         for bucket in self.buckets.iter() {
-            words.extend(bucket.words.iter().map(|w| w.load(Acquire)));
+            emit(&load(bucket));
         }
         // Overflow buckets last, re-reading how many exist as we go: a link
         // copied above (or from an earlier overflow bucket) names a bucket
@@ -339,17 +352,12 @@ impl Index {
                 .is_none()
             {
                 // Handed out but its chunk not yet initialised: empty.
-                words.extend([0; 8]);
+                emit(&[0; 8]);
                 continue;
             }
-            words.extend(
-                self.overflow_bucket(copied)
-                    .words
-                    .iter()
-                    .map(|w| w.load(Acquire)),
-            );
+            emit(&load(self.overflow_bucket(copied)));
         }
-        (words, copied)
+        copied
     }
 
     /// Rebuilds an index from a fuzzy copy: tentative entries are dropped
@@ -375,7 +383,7 @@ impl Index {
 
     /// Loads whole buckets of a fuzzy copy (recovery, single-threaded):
     /// `words` are the words of buckets `first_bucket..` in the order
-    /// [`Index::fuzzy_words`] wrote them (primary, then overflow).
+    /// [`Index::fuzzy_copy`] wrote them (primary, then overflow).
     /// Tentative entries are dropped; overflow links past the pool end are
     /// cut.
     pub(crate) fn load_words(&self, first_bucket: usize, words: &[u64]) {
@@ -398,10 +406,21 @@ impl Index {
         }
     }
 
-    /// Sets `hash`'s entry to `address` (recovery's replay, single-threaded).
-    pub(crate) fn set(&self, hash: u64, address: u64) {
+    /// Loads `hash`'s primary bucket into the cache (recovery's replay
+    /// touches a batch of buckets before updating them).
+    pub(crate) fn touch(&self, hash: u64) {
+        std::hint::black_box(self.bucket(hash).words[0].load(Relaxed));
+    }
+
+    /// Raises `hash`'s entry to `address` unless it already points at or
+    /// above it (recovery's replay, on any number of threads in any order
+    /// of pages: the newest record, the highest address, wins). A new tag
+    /// goes in through the tentative insert, so concurrent callers never
+    /// create it twice.
+    pub(crate) fn set_max(&self, hash: u64, address: u64) {
         let mut entry = self.find_or_create(hash);
-        while !entry.try_update(address) {}
+        // A failed CAS reloads the entry: retry only while it is lower.
+        while entry.address() < address && !entry.try_update(address) {}
     }
 }
 

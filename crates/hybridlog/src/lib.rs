@@ -46,13 +46,16 @@
 
 mod address;
 mod checkpoint;
+mod chunk_writer;
 mod error;
 mod functions;
 mod index;
+mod index_load;
 mod io;
 mod log;
 mod record;
 mod recovery;
+mod replay;
 mod segment;
 mod session;
 mod state;

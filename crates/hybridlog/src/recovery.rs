@@ -18,7 +18,9 @@
 //! Steps: load the fuzzy index; replay the log from `l_h` to `l_e` setting
 //! each record's index entry — except version-(v+1) records at or above
 //! `l_s`, which are marked invalid, in memory and on disk (§6.4); load the
-//! partial last page; restore the session table.
+//! partial last page; restore the session table. Loading the index and
+//! the replay run on `Config::recovery_threads` threads while the files
+//! are read ahead in large chunks (`index_load.rs`, `replay.rs`).
 
 use std::path::Path;
 
@@ -32,7 +34,9 @@ use crate::checkpoint::{
 };
 use crate::error::{Error, Result};
 use crate::index::Index;
-use crate::record::{hash_key, record_bytes, record_version, split_lengths, Header};
+use crate::index_load::read_index;
+use crate::record::Header;
+use crate::replay::{replay, replay_threads};
 use crate::segment::{SegmentedFile, LOG_NAME};
 use crate::store::{Config, FRESH_TAIL};
 
@@ -58,10 +62,9 @@ pub(crate) struct RecoveredState {
     pub(crate) index_bytes: u64,
     pub(crate) invalidated: usize,
     pub(crate) snapshot_bytes: u64,
-}
-
-fn u64_at(buf: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
+    pub(crate) index_time: std::time::Duration,
+    pub(crate) replay_time: std::time::Duration,
+    pub(crate) replay_threads: usize,
 }
 
 pub(crate) fn recover(
@@ -106,16 +109,24 @@ pub(crate) fn recover(
             index_bytes: 0,
             invalidated: 0,
             snapshot_bytes: 0,
+            index_time: std::time::Duration::ZERO,
+            replay_time: std::time::Duration::ZERO,
+            replay_threads: 0,
         });
     };
     let meta = checkpoint::read_metadata(storage, &dir.join(meta_name(version)))?;
     let index_path = dir.join(index_name(meta.index_id));
-    let (index, index_bytes) = checkpoint::read_index(storage, &index_path)?;
+    let threads = replay_threads(config.recovery_threads);
+    let started = std::time::Instant::now();
+    let (index, index_bytes) = read_index(storage, &index_path, threads)?;
+    let index_time = started.elapsed();
     let file = SegmentedFile::open(storage_arc.clone(), dir, meta.segment_bits)?;
     let log_path = file.path().to_path_buf();
     let page_bits = meta.page_bits;
     let snapshot_bytes = restore_snapshot(storage, dir, &file, &meta)?;
-    let invalid = replay(&file, &log_path, &index, &meta)?;
+    let started = std::time::Instant::now();
+    let invalid = replay(&file, &log_path, &index, &meta, threads)?;
+    let replay_time = started.elapsed();
     for &address in &invalid {
         let mut word = [0u8; 8];
         file.read_at(address, &mut word)?;
@@ -148,6 +159,9 @@ pub(crate) fn recover(
         index_bytes,
         invalidated: invalid.len(),
         snapshot_bytes,
+        index_time,
+        replay_time,
+        replay_threads: threads,
         meta: Some(meta),
         index,
         file,
@@ -193,63 +207,6 @@ fn restore_snapshot(
         bytes += piece.bytes;
     }
     Ok(bytes)
-}
-
-/// Replays `[l_h, l_e)` into `index`; returns the addresses of the
-/// version-(v+1) records at or above `l_s`, which are not part of the
-/// checkpoint.
-fn replay(file: &dyn StorageFile, path: &Path, index: &Index, meta: &Metadata) -> Result<Vec<u64>> {
-    let page_bytes = 1u64 << meta.page_bits;
-    let excluded = record_version(meta.version + 1);
-    let mut invalid = Vec::new();
-    let mut buf = Vec::new();
-    // Below begin the log was truncated: records there are gone (§ log
-    // truncation in the README).
-    let mut address = meta.l_h.max(meta.begin);
-    while address < meta.l_e {
-        let page_start = (address >> meta.page_bits) << meta.page_bits;
-        let page_end = (page_start + page_bytes).min(meta.l_e);
-        buf.resize((page_end - page_start) as usize, 0);
-        let n = file.read_at(page_start, &mut buf)?;
-        if n < buf.len() {
-            return Err(Error::Corrupted {
-                file: path.to_path_buf(),
-                offset: page_start + n as u64,
-                reason: format!("log ends before the checkpoint's end {}", meta.l_e),
-            });
-        }
-        let mut offset = (address - page_start) as usize;
-        while offset + 16 <= buf.len() {
-            let lengths = u64_at(&buf, offset + 8);
-            if lengths == 0 {
-                break;
-            }
-            let (key_len, value_len) = split_lengths(lengths);
-            let size = record_bytes(key_len, value_len);
-            if key_len == 0 || offset + size > buf.len() {
-                return Err(Error::Corrupted {
-                    file: path.to_path_buf(),
-                    offset: page_start + offset as u64,
-                    reason: format!(
-                        "malformed record (key {key_len} bytes, value {value_len} bytes)"
-                    ),
-                });
-            }
-            let header = Header(u64_at(&buf, offset));
-            let record = page_start + offset as u64;
-            if !header.invalid() {
-                if record >= meta.l_s && header.version() == excluded {
-                    invalid.push(record);
-                } else {
-                    let key = &buf[offset + 16..offset + 16 + key_len];
-                    index.set(hash_key(key), record);
-                }
-            }
-            offset += size;
-        }
-        address = page_start + page_bytes;
-    }
-    Ok(invalid)
 }
 
 /// Removes metadata older than `version`, index files other than

@@ -94,6 +94,10 @@ pub(crate) struct HybridlogArgs {
     /// and recover it, timing the recovery.
     #[arg(long)]
     recover: bool,
+    /// Threads that load the index and replay the log at `--recover` (0:
+    /// one per core).
+    #[arg(long, default_value_t = 0)]
+    recovery_threads: usize,
     /// Directory for the store (it uses a fresh `hybridlog` subdirectory);
     /// default: a fresh temporary directory.
     #[arg(long)]
@@ -302,6 +306,9 @@ struct RecoveryReport {
     index_bytes: u64,
     read_mb_s: f64,
     read_fraction_of_disk: f64,
+    index_seconds: f64,
+    replay_seconds: f64,
+    replay_threads: usize,
 }
 
 #[derive(Serialize)]
@@ -444,6 +451,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         max_sessions: args.threads + 8,
         checkpoint_kind,
         shift_mode,
+        recovery_threads: args.recovery_threads,
         ..Config::default()
     };
     let (_scratch, root) = super::run_root(args.dir.as_ref())?;
@@ -642,6 +650,9 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             index_bytes: info.index_bytes,
             read_mb_s,
             read_fraction_of_disk: disk_read.map_or(0.0, |d| read_mb_s / d),
+            index_seconds: info.index_time.as_secs_f64(),
+            replay_seconds: info.replay_time.as_secs_f64(),
+            replay_threads: info.replay_threads,
         })
     } else {
         drop(store);

@@ -77,7 +77,7 @@ pub(super) fn print_summary(r: &Report) {
     }
     if let Some(rec) = &r.recovery {
         println!(
-            "  recovery of version {}: {:.3} s, {:.1} MB log + {:.1} MB index at {:.0} MB/s{}",
+            "  recovery of version {}: {:.3} s, {:.1} MB log + {:.1} MB index at {:.0} MB/s{}; index {:.3} s, replay {:.3} s on {} threads",
             rec.version,
             rec.seconds,
             rec.log_bytes as f64 / 1e6,
@@ -86,7 +86,10 @@ pub(super) fn print_summary(r: &Report) {
             r.disk_read_mb_s.map_or(String::new(), |d| format!(
                 " ({:.0}% of the disk's cold {d:.0})",
                 rec.read_fraction_of_disk * 100.0
-            ))
+            )),
+            rec.index_seconds,
+            rec.replay_seconds,
+            rec.replay_threads
         );
     }
 }
