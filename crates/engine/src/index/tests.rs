@@ -134,6 +134,31 @@ fn many_sequential_and_reverse_inserts_split_correctly() {
     assert_eq!(tree.len(), 20_000);
 }
 
+/// Scans the whole tree, checking that keys come in order and that the
+/// stable values (the multiples of `step`) come as 0, step, 2·step, …, each
+/// exactly once; returns how many it saw.
+fn scan_stable(tree: &Tree, step: u64) -> u64 {
+    let mut seen = 0u64;
+    let mut last: Option<Vec<u8>> = None;
+    tree.scan(
+        Bound::Unbounded,
+        Bound::Unbounded,
+        |key, value| {
+            if let Some(last) = &last {
+                assert!(key > last.as_slice(), "scan out of order");
+            }
+            last = Some(key.to_vec());
+            if value % step == 0 {
+                assert_eq!(value, seen * step, "a stable key was skipped or repeated");
+                seen += 1;
+            }
+            true
+        },
+        |_| (),
+    );
+    seen
+}
+
 /// Permanent keys (even) stay put while writers churn odd keys: every scan
 /// must see every permanent key exactly once, in order; every lookup of a
 /// permanent key must find it.
@@ -172,25 +197,11 @@ fn concurrent_churn_never_hides_stable_keys() {
     let mut scans = 0;
     let started = std::time::Instant::now();
     while started.elapsed() < std::time::Duration::from_millis(1500) {
-        let mut expected = 0u64;
-        let mut last: Option<Vec<u8>> = None;
-        tree.scan(
-            Bound::Unbounded,
-            Bound::Unbounded,
-            |key, value| {
-                if let Some(last) = &last {
-                    assert!(key > last.as_slice(), "scan out of order");
-                }
-                last = Some(key.to_vec());
-                if value % 2 == 0 {
-                    assert_eq!(value, expected, "a stable key was skipped or repeated");
-                    expected += 2;
-                }
-                true
-            },
-            |_| (),
+        assert_eq!(
+            scan_stable(&tree, 2),
+            STABLE,
+            "scan missed stable keys at the end"
         );
-        assert_eq!(expected, STABLE * 2, "scan missed stable keys at the end");
         let probe = (scans as u64 * 7919) % STABLE * 2;
         assert_eq!(tree.get(&long(probe)).ok(), Some(probe));
         scans += 1;
@@ -364,29 +375,11 @@ fn concurrent_unlinking_never_hides_stable_keys() {
     let mut scans = 0u64;
     let started = std::time::Instant::now();
     while started.elapsed() < std::time::Duration::from_millis(1500) {
-        let mut expected = 0u64;
-        let mut last: Option<Vec<u8>> = None;
-        tree.scan(
-            Bound::Unbounded,
-            Bound::Unbounded,
-            |k, value| {
-                if let Some(last) = &last {
-                    assert!(k > last.as_slice(), "scan out of order");
-                }
-                last = Some(k.to_vec());
-                if value % GAP == 0 {
-                    assert_eq!(
-                        value,
-                        expected * GAP,
-                        "a stable key was skipped or repeated"
-                    );
-                    expected += 1;
-                }
-                true
-            },
-            |_| (),
+        assert_eq!(
+            scan_stable(&tree, GAP),
+            STABLE,
+            "scan missed stable keys at the end"
         );
-        assert_eq!(expected, STABLE, "scan missed stable keys at the end");
         let probe = (scans * 7) % STABLE * GAP;
         assert_eq!(tree.get(&key(probe)).ok(), Some(probe));
         scans += 1;

@@ -384,6 +384,26 @@ impl Tree {
         Ok((root, version))
     }
 
+    /// One step of an optimistic descent: the child of `inner` (read at
+    /// `version`) that holds `probe`, with the child's version and index.
+    #[inline]
+    fn step_down(
+        inner: &Inner,
+        version: u64,
+        probe: &Probe<'_>,
+    ) -> Step<(*mut Header, u64, usize)> {
+        let index = inner.child_index(probe);
+        let child = inner.children[index].load(Ordering::Acquire);
+        prefetch(child);
+        inner.header.validate(version)?;
+        if child.is_null() {
+            return Err(Restart);
+        }
+        let child_version = Self::node(child).read_lock()?;
+        inner.header.validate(version)?;
+        Ok((child, child_version, index))
+    }
+
     /// Descends to the leaf that holds `probe`; returns it with its version.
     #[inline]
     fn find_leaf(&self, probe: &Probe<'_>) -> Step<(&Leaf, u64)> {
@@ -393,17 +413,7 @@ impl Tree {
             if node.leaf {
                 return Ok((node.as_leaf(), version));
             }
-            let inner = node.as_inner();
-            let child = inner.children[inner.child_index(probe)].load(Ordering::Acquire);
-            prefetch(child);
-            node.validate(version)?;
-            if child.is_null() {
-                return Err(Restart);
-            }
-            let child_version = Self::node(child).read_lock()?;
-            node.validate(version)?;
-            pointer = child;
-            version = child_version;
+            (pointer, version, _) = Self::step_down(node.as_inner(), version, probe)?;
         }
     }
 
@@ -455,17 +465,10 @@ impl Tree {
                     self.split(pointer, version, parent, probe)?;
                     return Err(Restart);
                 }
-                let index = inner.child_index(probe);
-                let child = inner.children[index].load(Ordering::Acquire);
-                node.validate(version)?;
+                let (child, child_version, index) = Self::step_down(inner, version, probe)?;
                 if let Some((p, pv, _)) = parent {
                     p.header.validate(pv)?;
                 }
-                if child.is_null() {
-                    return Err(Restart);
-                }
-                let child_version = Self::node(child).read_lock()?;
-                node.validate(version)?;
                 parent = Some((inner, version, index));
                 pointer = child;
                 version = child_version;
@@ -643,16 +646,8 @@ impl Tree {
         let (mut pointer, mut version) = self.enter()?;
         let mut parent: Option<(&Inner, u64, usize)> = None;
         while !Self::node(pointer).leaf {
-            let node = Self::node(pointer);
-            let inner = node.as_inner();
-            let index = inner.child_index(probe);
-            let child = inner.children[index].load(Ordering::Acquire);
-            node.validate(version)?;
-            if child.is_null() {
-                return Err(Restart);
-            }
-            let child_version = Self::node(child).read_lock()?;
-            node.validate(version)?;
+            let inner = Self::node(pointer).as_inner();
+            let (child, child_version, index) = Self::step_down(inner, version, probe)?;
             parent = Some((inner, version, index));
             pointer = child;
             version = child_version;
