@@ -191,19 +191,6 @@ impl Header {
     fn count(&self) -> usize {
         (self.count.load(Ordering::Relaxed) as usize).min(CAPACITY)
     }
-
-    fn as_leaf(&self) -> &Leaf {
-        debug_assert!(self.leaf);
-        // SAFETY: `leaf` is immutable and set by `Leaf::allocate`; Leaf is
-        // repr(C) with the header first.
-        unsafe { &*(self as *const Header).cast::<Leaf>() }
-    }
-
-    fn as_inner(&self) -> &Inner {
-        debug_assert!(!self.leaf);
-        // SAFETY: as above, for Inner.
-        unsafe { &*(self as *const Header).cast::<Inner>() }
-    }
 }
 
 /// First slot in `[0, count)` whose key is `>= probe` (or `> probe` when
@@ -373,6 +360,34 @@ impl Tree {
         unsafe { &*pointer }
     }
 
+    /// The leaf at `pointer`. Cast from the node's own pointer, never from
+    /// a `&Header`: a reference to the header covers only the header's
+    /// bytes (Stacked Borrows; miri checks it).
+    #[inline]
+    fn leaf<'a>(pointer: *mut Header) -> &'a Leaf {
+        debug_assert!(Self::node(pointer).leaf);
+        // SAFETY: as for `node`; `leaf` is immutable and set by
+        // `Leaf::allocate`, and Leaf is repr(C) with the header first.
+        unsafe { &*pointer.cast::<Leaf>() }
+    }
+
+    /// The inner node at `pointer` (see `leaf`).
+    #[inline]
+    fn inner<'a>(pointer: *mut Header) -> &'a Inner {
+        debug_assert!(!Self::node(pointer).leaf);
+        // SAFETY: as for `leaf`, for Inner.
+        unsafe { &*pointer.cast::<Inner>() }
+    }
+
+    /// The leftmost leaf.
+    fn first_leaf(&self) -> &Leaf {
+        let mut pointer = self.root.load(Ordering::Acquire);
+        while !Self::node(pointer).leaf {
+            pointer = Self::inner(pointer).children[0].load(Ordering::Acquire);
+        }
+        Self::leaf(pointer)
+    }
+
     /// Reads the root and its version, checking it is still the root.
     #[inline]
     fn enter(&self) -> Step<(*mut Header, u64)> {
@@ -411,9 +426,9 @@ impl Tree {
         loop {
             let node = Self::node(pointer);
             if node.leaf {
-                return Ok((node.as_leaf(), version));
+                return Ok((Self::leaf(pointer), version));
             }
-            (pointer, version, _) = Self::step_down(node.as_inner(), version, probe)?;
+            (pointer, version, _) = Self::step_down(Self::inner(pointer), version, probe)?;
         }
     }
 
@@ -459,7 +474,7 @@ impl Tree {
         loop {
             let node = Self::node(pointer);
             if !node.leaf {
-                let inner = node.as_inner();
+                let inner = Self::inner(pointer);
                 if node.count() == CAPACITY {
                     // Split full inner nodes on the way down (eager split).
                     self.split(pointer, version, parent, probe)?;
@@ -474,7 +489,7 @@ impl Tree {
                 version = child_version;
                 continue;
             }
-            let leaf = node.as_leaf();
+            let leaf = Self::leaf(pointer);
             if node.count() == CAPACITY {
                 self.split(pointer, version, parent, probe)?;
                 return Err(Restart);
@@ -536,9 +551,9 @@ impl Tree {
             }
         }
         let (separator_head, separator_tail, right) = if node.leaf {
-            split_leaf(node.as_leaf(), probe)
+            split_leaf(Self::leaf(pointer), probe)
         } else {
-            split_inner(node.as_inner())
+            split_inner(Self::inner(pointer))
         };
         match parent {
             Some((p, _, index)) => {
@@ -646,7 +661,7 @@ impl Tree {
         let (mut pointer, mut version) = self.enter()?;
         let mut parent: Option<(&Inner, u64, usize)> = None;
         while !Self::node(pointer).leaf {
-            let inner = Self::node(pointer).as_inner();
+            let inner = Self::inner(pointer);
             let (child, child_version, index) = Self::step_down(inner, version, probe)?;
             parent = Some((inner, version, index));
             pointer = child;
@@ -679,8 +694,8 @@ impl Tree {
         }
         // All three are locked and unchanged since read: the leaf is empty
         // and `left` is its left neighbour in the leaf chain.
-        let leaf = node.as_leaf();
-        left.as_leaf()
+        let leaf = Self::leaf(pointer);
+        Self::leaf(left_pointer)
             .next
             .store(leaf.next.load(Ordering::Relaxed), Ordering::Release);
         let count = p.header.count();
@@ -795,11 +810,7 @@ impl Tree {
     /// Leaves in the leaf chain (tests: unlinking shrinks it).
     #[cfg(test)]
     pub(crate) fn leaf_count(&self) -> usize {
-        let mut node = Self::node(self.root.load(Ordering::Acquire));
-        while !node.leaf {
-            node = Self::node(node.as_inner().children[0].load(Ordering::Acquire));
-        }
-        let mut leaf: *const Leaf = node.as_leaf();
+        let mut leaf: *const Leaf = self.first_leaf();
         let mut leaves = 0;
         while !leaf.is_null() {
             leaves += 1;
@@ -812,11 +823,7 @@ impl Tree {
     /// Number of entries, approximately under concurrent change (walks the
     /// leaves reading only their counts; the caller is epoch-protected).
     pub(crate) fn len(&self) -> usize {
-        let mut node = Self::node(self.root.load(Ordering::Acquire));
-        while !node.leaf {
-            node = Self::node(node.as_inner().children[0].load(Ordering::Acquire));
-        }
-        let mut leaf = node.as_leaf();
+        let mut leaf = self.first_leaf();
         let mut total = 0;
         loop {
             total += leaf.header.count();
@@ -845,7 +852,7 @@ fn move_slot(heads: &[AtomicU64], tails: &[AtomicU64], from: usize, to: usize) {
 /// instead of half-empty ones.
 fn split_leaf(leaf: &Leaf, probe: &Probe<'_>) -> (u64, u64, *mut Header) {
     let right_pointer = Leaf::allocate();
-    let right = Tree::node(right_pointer).as_leaf();
+    let right = Tree::leaf(right_pointer);
     let last = CAPACITY - 1;
     let head = leaf.heads[last].load(Ordering::Relaxed);
     // SAFETY: the leaf is locked; its key copies are live.
@@ -913,7 +920,7 @@ impl Drop for Tree {
             let node = Tree::node(pointer);
             let count = node.count();
             if node.leaf {
-                let leaf = node.as_leaf();
+                let leaf = Tree::leaf(pointer);
                 for tail in &leaf.tails[..count] {
                     // SAFETY: exclusive access at drop; each copy owned once.
                     unsafe { super::key::free_tail(tail.load(Ordering::Relaxed)) };
@@ -921,7 +928,7 @@ impl Drop for Tree {
                 // SAFETY: allocated by `Leaf::allocate`, freed once.
                 drop(unsafe { Box::from_raw(pointer.cast::<Leaf>()) });
             } else {
-                let inner = node.as_inner();
+                let inner = Tree::inner(pointer);
                 for tail in &inner.tails[..count] {
                     // SAFETY: as above.
                     unsafe { super::key::free_tail(tail.load(Ordering::Relaxed)) };
