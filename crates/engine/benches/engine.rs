@@ -18,7 +18,7 @@ use std::hint::black_box;
 use std::ops::Bound::Unbounded;
 
 use criterion::{criterion_main, BatchSize, Criterion, Throughput};
-use epochdb_engine::{Config, Database, TableId, Worker};
+use epochdb_engine::{Abort, Config, Database, TableId, Transaction, Worker};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -52,24 +52,31 @@ struct Loaded {
     keys: u64,
 }
 
-fn load(keys: u64) -> Loaded {
-    let db = Database::open(Config::default()).expect("open database");
-    let table = db.create_table("bench").unwrap();
-    let mut worker = db.worker().expect("register worker");
+/// Runs `op` on keys `0..keys`, [`LOAD_BATCH`] keys per transaction,
+/// waiting for each batch to be durable.
+fn in_batches(
+    worker: &mut Worker,
+    keys: u64,
+    op: impl Fn(&mut Transaction<'_>, u64) -> Result<(), Abort>,
+) {
     let mut next = 0u64;
     while next < keys {
         let end = (next + LOAD_BATCH).min(keys);
         let ((), ticket) = worker
-            .run(|tx| {
-                for key in next..end {
-                    tx.put(table, &key.to_be_bytes(), &key.to_le_bytes())?;
-                }
-                Ok(())
-            })
-            .expect("load batch");
-        ticket.wait().expect("durable load");
+            .run(|tx| (next..end).try_for_each(|key| op(tx, key)))
+            .expect("batch");
+        ticket.wait().expect("durable batch");
         next = end;
     }
+}
+
+fn load(keys: u64) -> Loaded {
+    let db = Database::open(Config::default()).expect("open database");
+    let table = db.create_table("bench").unwrap();
+    let mut worker = db.worker().expect("register worker");
+    in_batches(&mut worker, keys, |tx, key| {
+        tx.put(table, &key.to_be_bytes(), &key.to_le_bytes())
+    });
     Loaded {
         _db: db,
         table,
@@ -175,21 +182,9 @@ fn queue_head(c: &mut Criterion, loaded: &mut Loaded) {
         ..
     } = loaded;
     let (table, keys) = (*table, *keys);
-    let consumed = keys - keys / 100;
-    let mut next = 0u64;
-    while next < consumed {
-        let end = (next + LOAD_BATCH).min(consumed);
-        let ((), ticket) = worker
-            .run(|tx| {
-                for key in next..end {
-                    tx.delete(table, &key.to_be_bytes())?;
-                }
-                Ok(())
-            })
-            .expect("consume batch");
-        ticket.wait().expect("durable consume");
-        next = end;
-    }
+    in_batches(worker, keys - keys / 100, |tx, key| {
+        tx.delete(table, &key.to_be_bytes()).map(drop)
+    });
     let mut group = c.benchmark_group("index");
     group.throughput(Throughput::Elements(1));
     group.bench_function(format!("queue_head/{keys}_keys_99%_consumed"), |b| {

@@ -338,6 +338,20 @@ fn durable_writes_survive_a_restart_and_config_reports_the_settings() {
     assert_eq!(c.run("DBSIZE"), Reply::Int(103));
 }
 
+/// Sets `k00000`… for `range` to `v` in one pipelined burst.
+fn set_pipelined(c: &mut Client, range: std::ops::Range<u32>) {
+    let mut wire = Vec::new();
+    for i in range.clone() {
+        wire.extend_from_slice(
+            format!("*3\r\n$3\r\nSET\r\n$6\r\nk{i:05}\r\n$1\r\nv\r\n").as_bytes(),
+        );
+    }
+    c.send_raw(&wire).unwrap();
+    for _ in range {
+        assert_eq!(c.read().unwrap(), Reply::ok());
+    }
+}
+
 /// FLUSHDB is one transaction: a reader never sees part of the keyspace
 /// flushed. The two watched keys are thousands of keys apart, so a flush
 /// that deleted in chunks (as epochdb's first one did) shows one without
@@ -347,16 +361,7 @@ fn flushdb_is_atomic_under_concurrent_writers_and_readers() {
     let server = start(in_memory());
     let addr = server.local_addr();
     let mut setup = Client::connect(addr);
-    let mut wire = Vec::new();
-    for i in 0..5000 {
-        wire.extend_from_slice(
-            format!("*3\r\n$3\r\nSET\r\n$6\r\nk{i:05}\r\n$1\r\nv\r\n").as_bytes(),
-        );
-    }
-    setup.send_raw(&wire).unwrap();
-    for _ in 0..5000 {
-        assert_eq!(setup.read().unwrap(), Reply::ok());
-    }
+    set_pipelined(&mut setup, 0..5000);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let stop = stop.clone();
@@ -402,16 +407,7 @@ fn flushdb_is_atomic_under_concurrent_writers_and_readers() {
         };
         assert_eq!(flusher.run(mode), Reply::ok());
         // Refill the middle so the next flush has thousands of keys again.
-        let mut wire = Vec::new();
-        for i in 1..4999 {
-            wire.extend_from_slice(
-                format!("*3\r\n$3\r\nSET\r\n$6\r\nk{i:05}\r\n$1\r\nv\r\n").as_bytes(),
-            );
-        }
-        flusher.send_raw(&wire).unwrap();
-        for _ in 1..4999 {
-            assert_eq!(flusher.read().unwrap(), Reply::ok());
-        }
+        set_pipelined(&mut flusher, 1..4999);
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();

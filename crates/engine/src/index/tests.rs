@@ -134,6 +134,13 @@ fn many_sequential_and_reverse_inserts_split_correctly() {
     assert_eq!(tree.len(), 20_000);
 }
 
+/// Advances a test's xorshift generator.
+fn xorshift(x: &mut u64) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+}
+
 /// Scans the whole tree, checking that keys come in order and that the
 /// stable values (the multiples of `step`) come as 0, step, 2·step, …, each
 /// exactly once; returns how many it saw.
@@ -182,9 +189,7 @@ fn concurrent_churn_never_hides_stable_keys() {
                 let mut garbage = Garbage::default();
                 let mut x = seed + 1;
                 while !stop.load(Ordering::Relaxed) {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    xorshift(&mut x);
                     let n = (x % STABLE) * 2 + 1;
                     if tree.insert(&long(n), n).is_none() {
                         garbage.keep(tree.remove_if(&long(n), |_| true));
@@ -354,9 +359,7 @@ fn concurrent_unlinking_never_hides_stable_keys() {
                 let mut x = seed + 7;
                 let mut unlinked = 0usize;
                 while !stop.load(Ordering::Relaxed) {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    xorshift(&mut x);
                     // Fill one gap between stable keys, then empty it.
                     let base = (x % STABLE) * GAP;
                     for i in 1..GAP {
