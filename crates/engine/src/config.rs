@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use epochdb_storage::{RealStorage, Storage};
 
+use crate::cores::CorePlan;
 use crate::durability::{DurabilityKind, DurabilityMode, SilorOptions, WalOptions};
 use crate::error::OpenError;
 
@@ -46,6 +47,13 @@ pub struct Config {
     /// Settings of the `wal` mode's central log (hole tracker, I/O unit,
     /// buffer, hop distance, file size; eleda §6.1's values by default).
     pub wal: WalOptions,
+    /// Pins each worker thread to a CPU of its own (the first `workers`
+    /// CPUs the process may use) and the loggers and checkpointers to the
+    /// CPUs left over, as Silo and SiloR place their threads (silor-osdi14
+    /// §2, §6). Off by default: an embedding application may place its
+    /// threads itself. Pool threads pin themselves; threads driving their
+    /// own [`crate::Worker`] call [`crate::Worker::pin_to_core`].
+    pub pin_threads: bool,
 }
 
 impl std::fmt::Debug for Config {
@@ -65,6 +73,7 @@ impl std::fmt::Debug for Config {
             .field("storage", &self.storage)
             .field("silor", &self.silor)
             .field("wal", &self.wal)
+            .field("pin_threads", &self.pin_threads)
             .finish()
     }
 }
@@ -83,11 +92,17 @@ impl Default for Config {
             storage: None,
             silor: SilorOptions::default(),
             wal: WalOptions::default(),
+            pin_threads: false,
         }
     }
 }
 
 impl Config {
+    /// Where this configuration places threads (see [`Config::pin_threads`]).
+    pub(crate) fn core_plan(&self) -> CorePlan {
+        CorePlan::new(self.pin_threads, self.workers)
+    }
+
     /// The storage durable modes write through.
     pub fn storage(&self) -> Arc<dyn Storage> {
         self.storage

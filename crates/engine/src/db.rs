@@ -8,6 +8,7 @@ use epochdb_epoch::{EpochKick, EpochManager, EpochTicker};
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
+use crate::cores::CorePlan;
 use crate::durability::silor::{self, SiloR};
 use crate::durability::wal::{self, WalMode};
 use crate::durability::{DurabilityKind, DurabilityMode, NoDurability, RecoveryReport};
@@ -31,6 +32,8 @@ pub(crate) struct Shared {
     /// Bumped whenever a table is added, so workers refresh their copy.
     pub(crate) tables_version: AtomicUsize,
     next_worker: AtomicUsize,
+    /// Where worker threads are pinned (`Config::pin_threads`).
+    pub(crate) cores: CorePlan,
     ticker: Mutex<Option<EpochTicker>>,
     kick: Arc<EpochKick>,
 }
@@ -174,6 +177,7 @@ impl Database {
         let kick = ticker.kick_handle();
         Ok(Self {
             shared: Arc::new(Shared {
+                cores: config.core_plan(),
                 config,
                 epochs,
                 durability,

@@ -12,6 +12,7 @@ mod arena;
 mod blob;
 mod commit;
 mod config;
+mod cores;
 mod db;
 pub mod durability;
 mod error;

@@ -69,18 +69,23 @@ impl WorkerPool {
             let receiver = receiver.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("epochdb-worker-{index}"))
-                .spawn(move || loop {
-                    let job = match receiver.try_recv() {
-                        Ok(job) => job,
-                        Err(_) => {
-                            worker.quiesce();
-                            match receiver.recv() {
-                                Ok(job) => job,
-                                Err(_) => return,
+                .spawn(move || {
+                    // Placement is a hint: a thread that cannot be pinned
+                    // still runs its transactions.
+                    let _ = worker.pin_to_core();
+                    loop {
+                        let job = match receiver.try_recv() {
+                            Ok(job) => job,
+                            Err(_) => {
+                                worker.quiesce();
+                                match receiver.recv() {
+                                    Ok(job) => job,
+                                    Err(_) => return,
+                                }
                             }
-                        }
-                    };
-                    job(&mut worker);
+                        };
+                        job(&mut worker);
+                    }
                 })?;
             handles.push(handle);
         }

@@ -72,6 +72,14 @@ impl Worker {
         })
     }
 
+    /// With [`crate::Config::pin_threads`], pins the calling thread — the
+    /// one that will drive this worker — to the next worker CPU (round
+    /// robin over the first `Config::workers` CPUs) and returns it;
+    /// otherwise does nothing and returns `None`.
+    pub fn pin_to_core(&self) -> std::io::Result<Option<usize>> {
+        self.shared.cores.pin_worker()
+    }
+
     /// This worker's number (distinct among the database's workers).
     pub fn id(&self) -> usize {
         self.id

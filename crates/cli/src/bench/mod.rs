@@ -76,6 +76,11 @@ pub(crate) struct CommonArgs {
     /// Threads that load the initial data (default: all cores).
     #[arg(long)]
     load_threads: Option<usize>,
+    /// Pin each worker to a core of its own and the loggers and
+    /// checkpointers to the cores left over, as Silo and SiloR do
+    /// (the engine's `Config::pin_threads`). Loading is not pinned.
+    #[arg(long)]
+    pin_threads: bool,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -245,6 +250,7 @@ fn run_modes(
             checkpoint_interval: Duration::from_secs_f64(common.checkpoint_interval),
             seed: common.seed,
             check: common.check,
+            pin_threads: common.pin_threads,
         };
         let mut workload = make();
         runs.push(runner::run(workload.as_mut(), &spec)?);

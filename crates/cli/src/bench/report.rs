@@ -46,6 +46,8 @@ pub(crate) struct RunConfig {
     pub(crate) duration_s: f64,
     pub(crate) epoch_ms: f64,
     pub(crate) seed: u64,
+    /// Workers pinned to cores of their own (`--pin-threads`).
+    pub(crate) pin_threads: bool,
     pub(crate) latency_sample_every: u64,
     pub(crate) workload: BTreeMap<String, String>,
 }

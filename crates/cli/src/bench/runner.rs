@@ -44,6 +44,8 @@ pub(crate) struct RunSpec {
     pub(crate) checkpoint_interval: Duration,
     pub(crate) seed: u64,
     pub(crate) check: bool,
+    /// `Config::pin_threads`: workers on cores of their own.
+    pub(crate) pin_threads: bool,
 }
 
 /// An empty latency histogram (1 µs to 60 s, 3 significant figures).
@@ -76,6 +78,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         workers: spec.threads,
         epoch_interval: spec.epoch,
         max_workers: (spec.threads + spec.load_threads + 8).max(64),
+        pin_threads: spec.pin_threads,
         ..Config::default()
     };
     let db = Database::open(config).map_err(|e| format!("opening the database: {e}"))?;
@@ -127,6 +130,9 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
                     windows: (0..windows).map(|_| (0, new_histogram())).collect(),
                 };
                 let mut pending: VecDeque<(Instant, usize, Ticket)> = VecDeque::new();
+                worker
+                    .pin_to_core()
+                    .map_err(|e| format!("pinning worker {thread}: {e}"))?;
                 barrier.wait();
                 let start = Instant::now();
                 let mut window = 0usize;
@@ -313,6 +319,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             duration_s: spec.duration.as_secs_f64(),
             epoch_ms: spec.epoch.as_secs_f64() * 1e3,
             seed: spec.seed,
+            pin_threads: spec.pin_threads,
             latency_sample_every: LATENCY_SAMPLE_EVERY,
             workload: workload.settings().into_iter().collect(),
         },

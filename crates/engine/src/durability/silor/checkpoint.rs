@@ -63,6 +63,8 @@ pub(crate) trait CheckpointHost: Send + Sync + 'static {
     fn options(&self) -> &SilorOptions;
     fn epochs(&self) -> &EpochManager;
     fn stats(&self) -> &Stats;
+    /// CPUs the checkpoint threads run on (empty: not pinned).
+    fn background_cpus(&self) -> &[usize];
     fn is_stopped(&self) -> bool;
     /// Fail-stop on a checkpoint I/O error.
     fn fail(&self, error: &StorageError);
@@ -93,6 +95,9 @@ impl CheckpointHost for Inner {
     }
     fn epochs(&self) -> &EpochManager {
         &self.epochs
+    }
+    fn background_cpus(&self) -> &[usize] {
+        &self.background_cpus
     }
     fn stats(&self) -> &Stats {
         &self.stats
@@ -237,6 +242,8 @@ fn manage(
     control: Arc<Control>,
     mut next_id: u64,
 ) {
+    // Placement is a hint (see `Config::pin_threads`).
+    let _ = crate::cores::pin_to(inner.background_cpus());
     loop {
         let covers = {
             let mut state = control.state.lock();
@@ -348,7 +355,7 @@ fn write_and_install(
             .map(|index| {
                 let (tables, partitions) = (&tables, &partitions);
                 scope.spawn(move || {
-                    yield_to_workers();
+                    yield_to_workers(inner.background_cpus());
                     Checkpointer::new(inner, index, id, m, skip_epoch)?
                         .run(tables, partitions, control)
                 })
@@ -601,11 +608,14 @@ impl<'a> Checkpointer<'a> {
     }
 }
 
-/// Lowers the calling checkpointer thread's scheduling priority (nice 10):
-/// a checkpoint is background work, and where cores are scarce the
-/// scheduler should prefer workers and loggers over it (the paper gave its
-/// checkpointers cores of their own, §6).
-fn yield_to_workers() {
+/// Places the calling checkpointer thread on `cpus` (the cores left over
+/// from workers, where `Config::pin_threads` reserved some; the paper gave
+/// its checkpointers cores of their own, §6) and lowers its scheduling
+/// priority (nice 10): a checkpoint is background work, and where cores
+/// are scarce the scheduler should prefer workers and loggers over it.
+fn yield_to_workers(cpus: &[usize]) {
+    // Placement is a hint; an unpinned checkpointer still checkpoints.
+    let _ = crate::cores::pin_to(cpus);
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority on the calling thread (who = 0) with a valid
     // nice value has no memory effects; failure is harmless and ignored.

@@ -163,6 +163,9 @@ pub(crate) struct Inner {
     stop: AtomicBool,
     failed: AtomicBool,
     pub(crate) stats: Stats,
+    /// CPUs for loggers and checkpointers (`Config::pin_threads`; empty:
+    /// not pinned).
+    pub(crate) background_cpus: Vec<usize>,
 }
 
 impl Inner {
@@ -281,6 +284,7 @@ impl SiloR {
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             stats: Stats::default(),
+            background_cpus: config.core_plan().background_cpus().to_vec(),
         });
         let mut handles = Vec::new();
         for index in 0..inner.dirs.len() {

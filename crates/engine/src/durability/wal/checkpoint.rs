@@ -67,6 +67,10 @@ impl CheckpointHost for Inner {
         &self.epochs
     }
 
+    fn background_cpus(&self) -> &[usize] {
+        &self.background_cpus
+    }
+
     fn stats(&self) -> &Stats {
         &self.checkpoint_stats
     }

@@ -156,6 +156,9 @@ struct Inner {
     /// `Config::silor`: the checkpoint settings.
     checkpoint_options: SilorOptions,
     checkpoint_stats: Stats,
+    /// CPUs for the acker and the checkpointers (`Config::pin_threads`;
+    /// empty: not pinned). The log's own threads are not placed.
+    background_cpus: Vec<usize>,
 }
 
 impl Inner {
@@ -208,6 +211,7 @@ impl WalMode {
             epochs,
             checkpoint_options: config.silor.clone(),
             checkpoint_stats: Stats::default(),
+            background_cpus: config.core_plan().background_cpus().to_vec(),
         });
         let acker_inner = inner.clone();
         let watch = inner
@@ -218,7 +222,11 @@ impl WalMode {
             .expect("the log was just opened");
         let acker = std::thread::Builder::new()
             .name("epochdb-wal-acker".into())
-            .spawn(move || run_acker(&acker_inner, &watch))?;
+            .spawn(move || {
+                // Placement is a hint (see `Config::pin_threads`).
+                let _ = crate::cores::pin_to(&acker_inner.background_cpus);
+                run_acker(&acker_inner, &watch)
+            })?;
         let checkpoints = CheckpointManager::start(inner.clone(), tables, next_checkpoint_id)?;
         Ok(Arc::new(Self {
             inner,
