@@ -182,6 +182,7 @@ impl Log {
         (page << self.geometry.page_bits) + offset
     }
 
+    #[inline]
     pub(crate) fn head(&self) -> u64 {
         self.head.load(Acquire)
     }
@@ -190,10 +191,12 @@ impl Log {
         self.safe_head.load(Acquire)
     }
 
+    #[inline]
     pub(crate) fn read_only(&self) -> u64 {
         self.read_only.load(Acquire)
     }
 
+    #[inline]
     pub(crate) fn safe_read_only(&self) -> u64 {
         self.safe_read_only.load(Acquire)
     }
@@ -284,6 +287,7 @@ impl Log {
     }
 
     /// Largest record the log takes.
+    #[inline]
     pub(crate) fn record_bytes_max(&self) -> usize {
         (self.geometry.page_bytes() - FIRST_ADDRESS) as usize
     }
