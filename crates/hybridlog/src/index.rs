@@ -223,7 +223,7 @@ impl Index {
     }
 
     /// The non-tentative entry for `hash`'s tag, if any.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn find(&self, hash: u64) -> Option<Entry<'_>> {
         let tag = tag_of(hash);
         let mut bucket = Some(self.bucket(hash));

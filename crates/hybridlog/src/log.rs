@@ -224,9 +224,22 @@ impl Log {
     /// for a whole record, which never straddles pages.
     #[inline]
     pub(crate) fn record(&self, address: u64) -> &[AtomicU64] {
-        let page = address >> self.geometry.page_bits;
-        let frame = &self.frames[(page % self.geometry.frames as u64) as usize];
-        &frame[((address & (self.geometry.page_bytes() - 1)) >> 3) as usize..]
+        self.record_in(self.frame_of(address), address)
+    }
+
+    /// The frame that holds `address`'s page (in memory or not).
+    #[inline]
+    pub(crate) fn frame_of(&self, address: u64) -> usize {
+        ((address >> self.geometry.page_bits) % self.geometry.frames as u64) as usize
+    }
+
+    /// [`Log::record`] for a caller that already has the frame
+    /// ([`Log::frame_of`]), so that it can also mark the frame dirty
+    /// ([`Log::mark_frame_dirty`]) without a second division.
+    #[inline]
+    pub(crate) fn record_in(&self, frame: usize, address: u64) -> &[AtomicU64] {
+        debug_assert_eq!(frame, self.frame_of(address));
+        &self.frames[frame][((address & (self.geometry.page_bytes() - 1)) >> 3) as usize..]
     }
 
     /// Notes that a record at `address` (in memory) was updated in place,
@@ -236,8 +249,13 @@ impl Log {
     /// saw the bit set has finished by then (see `Store`'s snapshot).
     #[inline]
     pub(crate) fn mark_dirty(&self, address: u64) {
-        let page = address >> self.geometry.page_bits;
-        let bit = &self.dirty[(page % self.geometry.frames as u64) as usize];
+        self.mark_frame_dirty(self.frame_of(address));
+    }
+
+    /// [`Log::mark_dirty`] by frame ([`Log::frame_of`]).
+    #[inline]
+    pub(crate) fn mark_frame_dirty(&self, frame: usize) {
+        let bit = &self.dirty[frame];
         if !bit.load(Relaxed) {
             bit.store(true, SeqCst);
         }

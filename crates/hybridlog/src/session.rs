@@ -411,6 +411,7 @@ impl<F: Functions> Session<F> {
         self.inner.kick();
     }
 
+    #[inline(always)]
     fn begin_op(&mut self, key: &[u8], value_len: usize) -> Result<u64> {
         if key.is_empty() {
             return Err(Error::EmptyKey);
@@ -442,7 +443,7 @@ impl<F: Functions> Session<F> {
     /// Sets `key` to `value` (a blind update).
     pub fn upsert(&mut self, key: &[u8], value: &[u8]) -> Result<Status> {
         let hash = self.begin_op(key, value.len())?;
-        if let Some((address, old)) = self.mutable_value(key, hash) {
+        if let Some((_, frame, old)) = self.mutable_value(key, hash) {
             if old.len() == value.len() {
                 if let Ok(word) = <[u8; 8]>::try_from(value) {
                     // The fixed 8-byte-value fast path: one store.
@@ -450,7 +451,7 @@ impl<F: Functions> Session<F> {
                 } else {
                     old.write(value);
                 }
-                self.inner.log.mark_dirty(address);
+                self.inner.log.mark_frame_dirty(frame);
                 return Ok(Status::Ok);
             }
         }
@@ -460,9 +461,9 @@ impl<F: Functions> Session<F> {
     /// Read-modify-write of `key` with the store's [`Functions`].
     pub fn rmw(&mut self, key: &[u8], input: F::Input) -> Result<Status> {
         let hash = self.begin_op(key, 0)?;
-        if let Some((address, old)) = self.mutable_value(key, hash) {
+        if let Some((address, frame, old)) = self.mutable_value(key, hash) {
             if self.inner.functions.in_place(&old, &input) {
-                self.inner.log.mark_dirty(address);
+                self.inner.log.mark_frame_dirty(frame);
                 return Ok(Status::Ok);
             }
             // The updater declined: `execute` copies the record to the tail
@@ -477,7 +478,7 @@ impl<F: Functions> Session<F> {
     /// memory and holds the key. Reads do not depend on the CPR phase.
     /// `None`: anything else (a longer chain, a record below head), for
     /// `execute`.
-    #[inline]
+    #[inline(always)]
     fn read_in_memory(&self, key: &[u8], hash: u64, out: &mut Vec<u8>) -> Option<Status> {
         let inner = &*self.inner;
         let Some(entry) = inner.index.find(hash) else {
@@ -510,8 +511,8 @@ impl<F: Functions> Session<F> {
     /// `execute`. Read-only is read once before the record, as FASTER's
     /// `InternalUpsert` does: the session is protected for the whole
     /// operation, so safe-read-only cannot pass the value read.
-    #[inline]
-    fn mutable_value(&self, key: &[u8], hash: u64) -> Option<(u64, Value<'_>)> {
+    #[inline(always)]
+    fn mutable_value(&self, key: &[u8], hash: u64) -> Option<(u64, usize, Value<'_>)> {
         if self.local.phase != Phase::Rest {
             return None;
         }
@@ -522,7 +523,8 @@ impl<F: Functions> Session<F> {
         if address < log.read_only() {
             return None;
         }
-        let record = log.record(address);
+        let frame = log.frame_of(address);
+        let record = log.record_in(frame, address);
         let header = Header(record[0].load(Acquire));
         let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
         if header.invalid() || header.tombstone() || !key_matches_record(record, key_len, key) {
@@ -531,6 +533,7 @@ impl<F: Functions> Session<F> {
         let at = 2 + words(key_len);
         Some((
             address,
+            frame,
             Value::new(&record[at..at + words(value_len)], value_len),
         ))
     }
