@@ -16,12 +16,14 @@ pub struct Value<'a> {
 }
 
 impl<'a> Value<'a> {
+    #[inline]
     pub(crate) fn new(words: &'a [AtomicU64], len: usize) -> Self {
         debug_assert!(len <= words.len() * 8);
         Value { words, len }
     }
 
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -33,13 +35,20 @@ impl<'a> Value<'a> {
 
     /// The value's `i`-th 8-byte word (little-endian bytes), as an atomic,
     /// for updates such as `fetch_add`.
+    #[inline]
     pub fn word(&self, i: usize) -> &AtomicU64 {
         &self.words[i]
     }
 
     /// Copies the value's bytes into `out` (replacing its contents).
+    #[inline]
     pub fn read_into(&self, out: &mut Vec<u8>) {
         out.clear();
+        if let ([word], 8) = (self.words, self.len) {
+            // The fixed 8-byte-value fast path: one load, one copy.
+            out.extend_from_slice(&word.load(Relaxed).to_le_bytes());
+            return;
+        }
         for word in self.words {
             out.extend_from_slice(&word.load(Relaxed).to_le_bytes());
         }

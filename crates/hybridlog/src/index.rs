@@ -127,6 +127,7 @@ pub(crate) struct Entry<'a> {
 
 impl Entry<'_> {
     /// The address the entry pointed to when read.
+    #[inline]
     pub(crate) fn address(&self) -> u64 {
         self.word & ADDRESS_MASK
     }
@@ -159,10 +160,12 @@ pub(crate) struct Index {
     next_overflow: AtomicU64,
 }
 
+#[inline]
 fn tag_of(hash: u64) -> u64 {
     (hash >> TAG_SHIFT) & TAG_MASK
 }
 
+#[inline]
 fn entry_tag(word: u64) -> u64 {
     (word >> TAG_SHIFT) & TAG_MASK
 }
@@ -188,6 +191,7 @@ impl Index {
     }
 
     /// The primary bucket of `hash` (where CPR's bucket latches live).
+    #[inline]
     pub(crate) fn bucket(&self, hash: u64) -> &Bucket {
         &self.buckets[(hash & self.mask) as usize]
     }
@@ -212,12 +216,14 @@ impl Index {
         id
     }
 
+    #[inline]
     fn next_in_chain(&self, bucket: &Bucket) -> Option<&Bucket> {
         let id = bucket.overflow().load(Acquire) & ADDRESS_MASK;
         (id != 0).then(|| self.overflow_bucket(id))
     }
 
     /// The non-tentative entry for `hash`'s tag, if any.
+    #[inline(always)]
     pub(crate) fn find(&self, hash: u64) -> Option<Entry<'_>> {
         let tag = tag_of(hash);
         let mut bucket = Some(self.bucket(hash));

@@ -182,6 +182,7 @@ impl Log {
         (page << self.geometry.page_bits) + offset
     }
 
+    #[inline]
     pub(crate) fn head(&self) -> u64 {
         self.head.load(Acquire)
     }
@@ -190,10 +191,12 @@ impl Log {
         self.safe_head.load(Acquire)
     }
 
+    #[inline]
     pub(crate) fn read_only(&self) -> u64 {
         self.read_only.load(Acquire)
     }
 
+    #[inline]
     pub(crate) fn safe_read_only(&self) -> u64 {
         self.safe_read_only.load(Acquire)
     }
@@ -221,9 +224,22 @@ impl Log {
     /// for a whole record, which never straddles pages.
     #[inline]
     pub(crate) fn record(&self, address: u64) -> &[AtomicU64] {
-        let page = address >> self.geometry.page_bits;
-        let frame = &self.frames[(page % self.geometry.frames as u64) as usize];
-        &frame[((address & (self.geometry.page_bytes() - 1)) >> 3) as usize..]
+        self.record_in(self.frame_of(address), address)
+    }
+
+    /// The frame that holds `address`'s page (in memory or not).
+    #[inline]
+    pub(crate) fn frame_of(&self, address: u64) -> usize {
+        ((address >> self.geometry.page_bits) % self.geometry.frames as u64) as usize
+    }
+
+    /// [`Log::record`] for a caller that already has the frame
+    /// ([`Log::frame_of`]), so that it can also mark the frame dirty
+    /// ([`Log::mark_frame_dirty`]) without a second division.
+    #[inline]
+    pub(crate) fn record_in(&self, frame: usize, address: u64) -> &[AtomicU64] {
+        debug_assert_eq!(frame, self.frame_of(address));
+        &self.frames[frame][((address & (self.geometry.page_bytes() - 1)) >> 3) as usize..]
     }
 
     /// Notes that a record at `address` (in memory) was updated in place,
@@ -233,8 +249,13 @@ impl Log {
     /// saw the bit set has finished by then (see `Store`'s snapshot).
     #[inline]
     pub(crate) fn mark_dirty(&self, address: u64) {
-        let page = address >> self.geometry.page_bits;
-        let bit = &self.dirty[(page % self.geometry.frames as u64) as usize];
+        self.mark_frame_dirty(self.frame_of(address));
+    }
+
+    /// [`Log::mark_dirty`] by frame ([`Log::frame_of`]).
+    #[inline]
+    pub(crate) fn mark_frame_dirty(&self, frame: usize) {
+        let bit = &self.dirty[frame];
         if !bit.load(Relaxed) {
             bit.store(true, SeqCst);
         }
@@ -284,6 +305,7 @@ impl Log {
     }
 
     /// Largest record the log takes.
+    #[inline]
     pub(crate) fn record_bytes_max(&self) -> usize {
         (self.geometry.page_bytes() - FIRST_ADDRESS) as usize
     }

@@ -203,6 +203,9 @@ pub struct Session<F: Functions> {
     completed: Vec<Completed>,
     key_buf: Vec<u64>,
     key_len_bytes: usize,
+    /// The log's largest record (constant), kept here so that each
+    /// operation's size check reads no shared line.
+    record_bytes_max: usize,
     scratch: Scratch,
     failed: Option<String>,
 }
@@ -212,6 +215,10 @@ pub struct Session<F: Functions> {
 struct Scratch {
     value: Vec<u8>,
     old: Vec<u8>,
+    /// The record whose in-place updater already declined this RMW in
+    /// [`Session::rmw`]'s fast path ([`INVALID_ADDRESS`]: none), so that
+    /// `apply` copies it without calling the updater a second time.
+    declined: u64,
 }
 
 impl<F: Functions> std::fmt::Debug for Session<F> {
@@ -255,6 +262,7 @@ impl<F: Functions> Session<F> {
         entry.state.store(local.pack(), SeqCst);
         entry.active.store(true, SeqCst);
         let (io_tx, io_rx) = crossbeam_channel::unbounded();
+        let record_bytes_max = inner.log.record_bytes_max();
         let mut session = Session {
             inner,
             epoch,
@@ -273,6 +281,7 @@ impl<F: Functions> Session<F> {
             completed: Vec::new(),
             key_buf: Vec::new(),
             key_len_bytes: 0,
+            record_bytes_max,
             scratch: Scratch::default(),
             failed: None,
         };
@@ -402,6 +411,7 @@ impl<F: Functions> Session<F> {
         self.inner.kick();
     }
 
+    #[inline(always)]
     fn begin_op(&mut self, key: &[u8], value_len: usize) -> Result<u64> {
         if key.is_empty() {
             return Err(Error::EmptyKey);
@@ -410,7 +420,7 @@ impl<F: Functions> Session<F> {
             return Err(Error::Failed(e.clone()));
         }
         let bytes = record_bytes(key.len(), value_len);
-        if bytes > self.inner.log.record_bytes_max() {
+        if bytes > self.record_bytes_max {
             return Err(Error::RecordTooLarge(bytes));
         }
         self.ops_since_refresh += 1;
@@ -418,27 +428,114 @@ impl<F: Functions> Session<F> {
             self.refresh();
         }
         self.serial += 1;
-        self.in_op = true;
-        self.load_key(key);
         Ok(hash_key(key))
     }
 
     /// Reads `key` into `out`.
     pub fn read(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<Status> {
         let hash = self.begin_op(key, 0)?;
+        if let Some(status) = self.read_in_memory(key, hash, out) {
+            return Ok(status);
+        }
         self.execute(Op::Read, key, hash, Some(out))
     }
 
     /// Sets `key` to `value` (a blind update).
     pub fn upsert(&mut self, key: &[u8], value: &[u8]) -> Result<Status> {
         let hash = self.begin_op(key, value.len())?;
+        if let Some((_, frame, old)) = self.mutable_value(key, hash) {
+            if old.len() == value.len() {
+                if let Ok(word) = <[u8; 8]>::try_from(value) {
+                    // The fixed 8-byte-value fast path: one store.
+                    old.word(0).store(u64::from_le_bytes(word), Relaxed);
+                } else {
+                    old.write(value);
+                }
+                self.inner.log.mark_frame_dirty(frame);
+                return Ok(Status::Ok);
+            }
+        }
         self.execute(Op::Upsert(value), key, hash, None)
     }
 
     /// Read-modify-write of `key` with the store's [`Functions`].
     pub fn rmw(&mut self, key: &[u8], input: F::Input) -> Result<Status> {
         let hash = self.begin_op(key, 0)?;
+        if let Some((address, frame, old)) = self.mutable_value(key, hash) {
+            if self.inner.functions.in_place(&old, &input) {
+                self.inner.log.mark_frame_dirty(frame);
+                return Ok(Status::Ok);
+            }
+            // The updater declined: `execute` copies the record to the tail
+            // without asking it again.
+            self.scratch.declined = address;
+        }
         self.execute(Op::Rmw(input), key, hash, None)
+    }
+
+    /// A read's common case, done without `execute`'s general machinery
+    /// (FASTER's `InternalRead` hot path): the entry's first record is in
+    /// memory and holds the key. Reads do not depend on the CPR phase.
+    /// `None`: anything else (a longer chain, a record below head), for
+    /// `execute`.
+    #[inline(always)]
+    fn read_in_memory(&self, key: &[u8], hash: u64, out: &mut Vec<u8>) -> Option<Status> {
+        let inner = &*self.inner;
+        let Some(entry) = inner.index.find(hash) else {
+            return Some(Status::NotFound);
+        };
+        let log = &inner.log;
+        let address = entry.address();
+        // head ≥ FIRST_ADDRESS, so this also leaves an empty entry to `execute`.
+        if address < log.head() {
+            return None;
+        }
+        let record = log.record(address);
+        let header = Header(record[0].load(Acquire));
+        let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
+        if header.invalid() || !key_matches_record(record, key_len, key) {
+            return None;
+        }
+        if header.tombstone() {
+            return Some(Status::NotFound);
+        }
+        let at = 2 + words(key_len);
+        Value::new(&record[at..at + words(value_len)], value_len).read_into(out);
+        Some(Status::Ok)
+    }
+
+    /// An update's common case (Algorithm 4, REST, a record at or above
+    /// read-only): the value of the entry's first record if the session is
+    /// in REST and that record is live, holds the key, and is in the mutable
+    /// region, so it may be updated in place. `None`: anything else, for
+    /// `execute`. Read-only is read once before the record, as FASTER's
+    /// `InternalUpsert` does: the session is protected for the whole
+    /// operation, so safe-read-only cannot pass the value read.
+    #[inline(always)]
+    fn mutable_value(&self, key: &[u8], hash: u64) -> Option<(u64, usize, Value<'_>)> {
+        if self.local.phase != Phase::Rest {
+            return None;
+        }
+        let inner = &*self.inner;
+        let entry = inner.index.find(hash)?;
+        let log = &inner.log;
+        let address = entry.address();
+        if address < log.read_only() {
+            return None;
+        }
+        let frame = log.frame_of(address);
+        let record = log.record_in(frame, address);
+        let header = Header(record[0].load(Acquire));
+        let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
+        if header.invalid() || header.tombstone() || !key_matches_record(record, key_len, key) {
+            return None;
+        }
+        let at = 2 + words(key_len);
+        Some((
+            address,
+            frame,
+            Value::new(&record[at..at + words(value_len)], value_len),
+        ))
     }
 
     /// Deletes `key` (appends a tombstone).
@@ -454,6 +551,8 @@ impl<F: Functions> Session<F> {
         hash: u64,
         mut out: Option<&mut Vec<u8>>,
     ) -> Result<Status> {
+        self.in_op = true;
+        self.load_key(key);
         let mut latched = false;
         let status = loop {
             let version = self.local.version;
@@ -500,6 +599,7 @@ impl<F: Functions> Session<F> {
                         if latched {
                             self.inner.index.bucket(hash).release_shared();
                         }
+                        self.scratch.declined = INVALID_ADDRESS;
                         self.in_op = false;
                         return Err(Error::Failed("the log stopped flushing".into()));
                     }
@@ -508,6 +608,7 @@ impl<F: Functions> Session<F> {
                 }
             }
         };
+        self.scratch.declined = INVALID_ADDRESS;
         self.in_op = false;
         Ok(status)
     }
@@ -723,6 +824,29 @@ impl<F: Functions> Session<F> {
         key_words(key, &mut self.key_buf);
         self.key_len_bytes = key.len();
     }
+}
+
+/// Whether the in-memory `record` (from [`Log::record`]), whose key is
+/// `key_len` bytes, holds `key`.
+///
+/// [`Log::record`]: crate::log::Log::record
+#[inline]
+fn key_matches_record(record: &[AtomicU64], key_len: usize, key: &[u8]) -> bool {
+    if key_len != key.len() {
+        return false;
+    }
+    if let Ok(word) = <[u8; 8]>::try_from(key) {
+        // The fixed 8-byte-key fast path: one word.
+        return record[2].load(Relaxed) == u64::from_le_bytes(word);
+    }
+    record[2..2 + words(key_len)]
+        .iter()
+        .zip(key.chunks(8))
+        .all(|(w, chunk)| {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            w.load(Relaxed) == u64::from_le_bytes(buf)
+        })
 }
 
 /// Whether the record `bytes` (read from disk) holds `key`.
@@ -1014,7 +1138,9 @@ impl<F: Functions> Session<F> {
                 let at = 2 + words(key_len);
                 let value = Value::new(&record[at..at + words(value_len)], value_len);
                 match op {
-                    Op::Rmw(input) if functions.in_place(&value, input) => {
+                    Op::Rmw(input)
+                        if address != scratch.declined && functions.in_place(&value, input) =>
+                    {
                         log.mark_dirty(address);
                         return Outcome::Done(Status::Ok);
                     }

@@ -39,7 +39,15 @@ use output::{draw, print_summary};
 
 use super::disk::{evict_dir, measure_write_read};
 use super::report::{write_json, Latency};
-use super::runner::{format_count, join_all, LATENCY_SAMPLE_EVERY, WINDOW};
+use super::runner::{format_count, join_all, WINDOW};
+
+/// One operation in this many has its latency measured. Each sample reads
+/// the clock twice, and the clock read waits for the operations before it
+/// to finish (it ends the overlap of their cache misses): at one in 16,
+/// as the transaction benchmarks sample, that cost 10-15% of the 1-thread
+/// in-memory throughput here (`BENCHMARKS.md`). One in 128 still gives
+/// ~30,000 samples a second at 4 M operations a second.
+const LATENCY_SAMPLE_EVERY: u64 = 128;
 
 /// `bench hybridlog` flags.
 #[derive(Debug, Args)]
@@ -839,10 +847,21 @@ fn worker(
     barrier.wait();
     let start = Instant::now();
     let failed = |e: epochdb_hybridlog::Error| e.to_string();
+    // A batch's keys and read/update choices are drawn before it runs (the
+    // same draws in the same order as one at a time), as FASTER's driver
+    // reads pre-drawn keys from an array: the operation loop then holds
+    // little besides the operations, so the out-of-order window reaches
+    // the next operation's index lookup while this one waits on memory.
+    let mut keys = [0u64; BATCH as usize];
+    let mut reads = [false; BATCH as usize];
     while !stop.load(Ordering::Relaxed) {
         let window = ((start.elapsed().as_nanos() / WINDOW.as_nanos()) as usize).min(windows - 1);
-        for _ in 0..BATCH {
-            let key = chooser.next(&mut rng, 0).to_le_bytes();
+        for (key, read) in keys.iter_mut().zip(&mut reads) {
+            *key = chooser.next(&mut rng, 0);
+            *read = !mix.rmw && rng.gen_range(0..100) < mix.read_percent;
+        }
+        for (&key, &read) in keys.iter().zip(&reads) {
+            let key = key.to_le_bytes();
             let sampled = result.ops.is_multiple_of(LATENCY_SAMPLE_EVERY);
             let began = sampled.then(Instant::now);
             let phase = if sampled {
@@ -852,7 +871,7 @@ fn worker(
             };
             let status = if mix.rmw {
                 session.rmw(&key, 1).map_err(failed)?
-            } else if rng.gen_range(0..100) < mix.read_percent {
+            } else if read {
                 session.read(&key, &mut out).map_err(failed)?
             } else {
                 value[..8].copy_from_slice(&result.ops.to_le_bytes());
