@@ -86,37 +86,18 @@ pub(crate) unsafe fn key_bytes(head: u64, tail: u64, buffer: &mut [u8; 8]) -> &[
     }
 }
 
-/// The length code of a key slot: the length of a key of at most 8 bytes,
-/// or [`LONG`]. Nodes keep these codes in one cache line beside their heads,
-/// so a lookup that ties on a head settles it without loading the tail.
-pub(crate) fn length_code(tail: u64) -> u8 {
-    if is_short(tail) {
-        ((tail >> 1) as u8).min(8)
-    } else {
-        LONG
-    }
-}
-
-/// The length code of a key longer than 8 bytes (its tail must be read).
-pub(crate) const LONG: u8 = 9;
-
-/// Orders `probe` against the stored key whose head is `head` and whose
-/// length code is `code`, loading its tail word only when the heads tie
-/// and one of the two keys is long.
+/// Orders `probe` against the stored key whose head is `head`, loading its
+/// tail word only when the heads tie (one cache line less per step).
 ///
 /// # Safety
 /// As [`key_bytes`]: a long tail must point to a live key copy.
 #[inline]
-pub(crate) unsafe fn compare_coded(
+pub(crate) unsafe fn compare_lazy(
     probe: &Probe<'_>,
     head: u64,
-    code: u8,
     tail: impl FnOnce() -> u64,
 ) -> Ordering {
     match probe.head.cmp(&head) {
-        Ordering::Equal if probe.bytes.len() <= 8 && code != LONG => {
-            probe.bytes.len().cmp(&usize::from(code))
-        }
         // SAFETY: forwarded from the caller.
         Ordering::Equal => unsafe { compare(probe, head, tail()) },
         unequal => unequal,

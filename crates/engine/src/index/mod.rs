@@ -2,7 +2,6 @@
 //! optimistic lock coupling over byte-string keys (see `tree`), whose
 //! nodes compare 8-byte key heads as integers (see `key`).
 
-mod columns;
 mod key;
 mod tree;
 

@@ -29,10 +29,9 @@
 
 use std::ops::Bound;
 use std::ptr;
-use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-use super::columns::Keys;
-use super::key::{key_bytes, make_tail, tail_allocation, Probe};
+use super::key::{compare, compare_lazy, key_bytes, make_tail, tail_allocation, Probe};
 
 /// Entries per leaf and keys per inner node.
 const CAPACITY: usize = 32;
@@ -48,24 +47,22 @@ struct Header {
     leaf: bool,
 }
 
-/// Field order matters: a lookup needs the header, the length codes, the
-/// heads and then one value, so those come first and are prefetched
-/// together; tails (needed only when heads tie on a long key) come last.
+/// Field order matters: a lookup needs the header, the heads and then one
+/// value, so those come first and are prefetched together; tails (needed
+/// only when heads tie) come last.
 #[repr(C)]
 struct Leaf {
     header: Header,
-    codes: [AtomicU8; CAPACITY],
     heads: [AtomicU64; CAPACITY],
     values: [AtomicU64; CAPACITY],
     tails: [AtomicU64; CAPACITY],
     next: AtomicPtr<Leaf>,
 }
 
-/// As for leaves: header, codes, heads and children first, tails last.
+/// As for leaves: header, heads and children first, tails last.
 #[repr(C)]
 struct Inner {
     header: Header,
-    codes: [AtomicU8; CAPACITY],
     heads: [AtomicU64; CAPACITY],
     children: [AtomicPtr<Header>; CAPACITY + 1],
     tails: [AtomicU64; CAPACITY],
@@ -76,15 +73,6 @@ fn zeroed<const N: usize>() -> [AtomicU64; N] {
 }
 
 impl Leaf {
-    #[inline]
-    fn keys(&self) -> Keys<'_> {
-        Keys {
-            codes: &self.codes,
-            heads: &self.heads,
-            tails: &self.tails,
-        }
-    }
-
     fn allocate() -> *mut Header {
         Box::into_raw(Box::new(Leaf {
             header: Header {
@@ -92,7 +80,6 @@ impl Leaf {
                 count: AtomicU32::new(0),
                 leaf: true,
             },
-            codes: std::array::from_fn(|_| AtomicU8::new(0)),
             heads: zeroed(),
             tails: zeroed(),
             values: zeroed(),
@@ -103,15 +90,6 @@ impl Leaf {
 }
 
 impl Inner {
-    #[inline]
-    fn keys(&self) -> Keys<'_> {
-        Keys {
-            codes: &self.codes,
-            heads: &self.heads,
-            tails: &self.tails,
-        }
-    }
-
     fn allocate() -> *mut Inner {
         Box::into_raw(Box::new(Inner {
             header: Header {
@@ -119,7 +97,6 @@ impl Inner {
                 count: AtomicU32::new(0),
                 leaf: false,
             },
-            codes: std::array::from_fn(|_| AtomicU8::new(0)),
             heads: zeroed(),
             tails: zeroed(),
             children: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
@@ -127,8 +104,8 @@ impl Inner {
     }
 }
 
-/// Lines of a node to prefetch: the header, the length codes, the heads and
-/// the values or children (16 + 32 + 256 + 264 bytes).
+/// Lines of a node to prefetch: the header, the heads and the values or
+/// children (16 + 256 + 264 bytes).
 const PREFETCH_LINES: usize = 9;
 
 /// Asks the CPU to start loading `node`'s first lines (header, heads, and
@@ -216,11 +193,38 @@ impl Header {
     }
 }
 
+/// First slot in `[0, count)` whose key is `>= probe` (or `> probe` when
+/// `strict`). Reads are optimistic: the caller validates the version.
+#[inline]
+fn search(
+    heads: &[AtomicU64],
+    tails: &[AtomicU64],
+    count: usize,
+    probe: &Probe<'_>,
+    strict: bool,
+) -> usize {
+    let (mut lo, mut hi) = (0, count);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let head = heads[mid].load(Ordering::Relaxed);
+        // SAFETY: long-key copies are retired through epochs and the caller
+        // is epoch-protected, so even a stale tail points to live memory.
+        let order = unsafe { compare_lazy(probe, head, || tails[mid].load(Ordering::Relaxed)) };
+        let go_right = if strict { order.is_ge() } else { order.is_gt() };
+        if go_right {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 impl Inner {
     /// The child to follow for `probe`: keys equal to a separator go right.
     #[inline]
     fn child_index(&self, probe: &Probe<'_>) -> usize {
-        self.keys().search(self.header.count(), probe, true)
+        search(&self.heads, &self.tails, self.header.count(), probe, true)
     }
 }
 
@@ -437,13 +441,18 @@ impl Tree {
                 continue;
             };
             let count = leaf.header.count();
-            let keys = leaf.keys();
-            let slot = keys.search(count, &probe, false);
-            let found = keys
-                .holds(slot, count, &probe)
-                .then(|| leaf.values[slot].load(Ordering::Relaxed));
+            let slot = search(&leaf.heads, &leaf.tails, count, &probe, false);
+            let found = (slot < count).then(|| {
+                let head = leaf.heads[slot].load(Ordering::Relaxed);
+                let tail = leaf.tails[slot].load(Ordering::Relaxed);
+                let value = leaf.values[slot].load(Ordering::Relaxed);
+                // SAFETY: as in `search`.
+                unsafe { compare(&probe, head, tail) }
+                    .is_eq()
+                    .then_some(value)
+            });
             if leaf.header.validate(version).is_ok() {
-                return found.ok_or(LeafVersion { leaf, version });
+                return found.flatten().ok_or(LeafVersion { leaf, version });
             }
         }
     }
@@ -487,17 +496,22 @@ impl Tree {
             }
             node.upgrade(version)?;
             let count = node.count();
-            let keys = leaf.keys();
-            let slot = keys.search(count, probe, false);
-            if keys.holds(slot, count, probe) {
-                node.unlock();
-                return Ok(None);
+            let slot = search(&leaf.heads, &leaf.tails, count, probe, false);
+            if slot < count {
+                let head = leaf.heads[slot].load(Ordering::Relaxed);
+                let tail = leaf.tails[slot].load(Ordering::Relaxed);
+                // SAFETY: we hold the lock; the key copy is live.
+                if unsafe { compare(probe, head, tail) }.is_eq() {
+                    node.unlock();
+                    return Ok(None);
+                }
             }
             for i in (slot..count).rev() {
-                keys.move_slot(i, i + 1);
+                move_slot(&leaf.heads, &leaf.tails, i, i + 1);
                 leaf.values[i + 1].store(leaf.values[i].load(Ordering::Relaxed), Ordering::Relaxed);
             }
-            keys.store_probe(slot, probe);
+            leaf.heads[slot].store(probe.head, Ordering::Relaxed);
+            leaf.tails[slot].store(make_tail(probe.bytes), Ordering::Relaxed);
             leaf.values[slot].store(value, Ordering::Relaxed);
             node.count.store(count as u32 + 1, Ordering::Relaxed);
             node.unlock();
@@ -546,11 +560,12 @@ impl Tree {
                 let count = p.header.count();
                 debug_assert!(count < CAPACITY, "eager splits keep parents non-full");
                 for i in (index..count).rev() {
-                    p.keys().move_slot(i, i + 1);
+                    move_slot(&p.heads, &p.tails, i, i + 1);
                     p.children[i + 2]
                         .store(p.children[i + 1].load(Ordering::Relaxed), Ordering::Release);
                 }
-                p.keys().store(index, separator_head, separator_tail);
+                p.heads[index].store(separator_head, Ordering::Relaxed);
+                p.tails[index].store(separator_tail, Ordering::Relaxed);
                 p.children[index + 1].store(right, Ordering::Release);
                 p.header.count.store(count as u32 + 1, Ordering::Relaxed);
                 node.unlock();
@@ -560,7 +575,8 @@ impl Tree {
                 let root = Inner::allocate();
                 // SAFETY: freshly allocated, not yet shared.
                 let r = unsafe { &*root };
-                r.keys().store(0, separator_head, separator_tail);
+                r.heads[0].store(separator_head, Ordering::Relaxed);
+                r.tails[0].store(separator_tail, Ordering::Relaxed);
                 r.children[0].store(pointer, Ordering::Relaxed);
                 r.children[1].store(right, Ordering::Relaxed);
                 r.header.count.store(1, Ordering::Relaxed);
@@ -604,17 +620,21 @@ impl Tree {
                 continue;
             }
             let count = leaf.header.count();
-            let keys = leaf.keys();
-            let slot = keys.search(count, probe, false);
-            let hit = keys.holds(slot, count, probe)
-                && matches(leaf.values[slot].load(Ordering::Relaxed));
+            let slot = search(&leaf.heads, &leaf.tails, count, probe, false);
+            let hit = slot < count && {
+                let head = leaf.heads[slot].load(Ordering::Relaxed);
+                let tail = leaf.tails[slot].load(Ordering::Relaxed);
+                // SAFETY: we hold the lock; the key copy is live.
+                unsafe { compare(probe, head, tail) }.is_eq()
+                    && matches(leaf.values[slot].load(Ordering::Relaxed))
+            };
             if !hit {
                 leaf.header.unlock();
                 return (false, None, false);
             }
-            let tail = keys.tail(slot);
+            let tail = leaf.tails[slot].load(Ordering::Relaxed);
             for i in slot..count - 1 {
-                keys.move_slot(i + 1, i);
+                move_slot(&leaf.heads, &leaf.tails, i + 1, i);
                 leaf.values[i].store(
                     leaf.values[i + 1].load(Ordering::Relaxed),
                     Ordering::Relaxed,
@@ -679,9 +699,9 @@ impl Tree {
             .next
             .store(leaf.next.load(Ordering::Relaxed), Ordering::Release);
         let count = p.header.count();
-        let separator = p.keys().tail(index - 1);
+        let separator = p.tails[index - 1].load(Ordering::Relaxed);
         for i in index - 1..count - 1 {
-            p.keys().move_slot(i + 1, i);
+            move_slot(&p.heads, &p.tails, i + 1, i);
         }
         for i in index..count {
             p.children[i].store(p.children[i + 1].load(Ordering::Relaxed), Ordering::Release);
@@ -707,7 +727,9 @@ impl Tree {
     ) -> Step<(usize, *mut Leaf, LeafVersion)> {
         let version = leaf.header.read_lock()?;
         let count = leaf.header.count();
-        let start = from.map_or(0, |probe| leaf.keys().search(count, probe, false));
+        let start = from.map_or(0, |probe| {
+            search(&leaf.heads, &leaf.tails, count, probe, false)
+        });
         for (i, slot) in (start..count).enumerate() {
             out[i] = Entry {
                 head: leaf.heads[slot].load(Ordering::Relaxed),
@@ -815,6 +837,13 @@ impl Tree {
     }
 }
 
+/// Moves slot `from` to slot `to` within one node (under its lock).
+#[inline]
+fn move_slot(heads: &[AtomicU64], tails: &[AtomicU64], from: usize, to: usize) {
+    heads[to].store(heads[from].load(Ordering::Relaxed), Ordering::Relaxed);
+    tails[to].store(tails[from].load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
 /// Moves the upper part of a locked, full leaf to a new right sibling.
 /// Returns the separator (a copy of the right leaf's first key) and the
 /// new leaf. Usually splits in half; when `probe` (the key that needs room)
@@ -825,10 +854,14 @@ fn split_leaf(leaf: &Leaf, probe: &Probe<'_>) -> (u64, u64, *mut Header) {
     let right_pointer = Leaf::allocate();
     let right = Tree::leaf(right_pointer);
     let last = CAPACITY - 1;
-    let appending = leaf.keys().compare_at(last, probe).is_gt();
+    let head = leaf.heads[last].load(Ordering::Relaxed);
+    // SAFETY: the leaf is locked; its key copies are live.
+    let appending =
+        unsafe { compare(probe, head, leaf.tails[last].load(Ordering::Relaxed)) }.is_gt();
     let mid = if appending { last } else { CAPACITY / 2 };
     for i in mid..CAPACITY {
-        leaf.keys().copy_to(&right.keys(), i, i - mid);
+        right.heads[i - mid].store(leaf.heads[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        right.tails[i - mid].store(leaf.tails[i].load(Ordering::Relaxed), Ordering::Relaxed);
         right.values[i - mid].store(leaf.values[i].load(Ordering::Relaxed), Ordering::Relaxed);
     }
     right
@@ -840,7 +873,8 @@ fn split_leaf(leaf: &Leaf, probe: &Probe<'_>) -> (u64, u64, *mut Header) {
         .store(leaf.next.load(Ordering::Relaxed), Ordering::Relaxed);
     leaf.next.store(right_pointer.cast(), Ordering::Release);
     leaf.header.count.store(mid as u32, Ordering::Relaxed);
-    let (head, tail) = (right.keys().head(0), right.keys().tail(0));
+    let head = right.heads[0].load(Ordering::Relaxed);
+    let tail = right.tails[0].load(Ordering::Relaxed);
     let mut buffer = [0u8; 8];
     // SAFETY: the leaf is locked; its key copy is live.
     let separator = make_tail(unsafe { key_bytes(head, tail, &mut buffer) });
@@ -855,7 +889,7 @@ fn split_inner(inner: &Inner) -> (u64, u64, *mut Header) {
     let right = unsafe { &*right_pointer };
     let mid = CAPACITY / 2;
     for i in mid + 1..CAPACITY {
-        inner.keys().copy_to(&right.keys(), i, i - mid - 1);
+        move_between(inner, right, i, i - mid - 1);
     }
     for i in mid + 1..=CAPACITY {
         right.children[i - mid - 1]
@@ -867,10 +901,15 @@ fn split_inner(inner: &Inner) -> (u64, u64, *mut Header) {
         .store((CAPACITY - mid - 1) as u32, Ordering::Relaxed);
     inner.header.count.store(mid as u32, Ordering::Relaxed);
     (
-        inner.keys().head(mid),
-        inner.keys().tail(mid),
+        inner.heads[mid].load(Ordering::Relaxed),
+        inner.tails[mid].load(Ordering::Relaxed),
         right_pointer.cast(),
     )
+}
+
+fn move_between(from: &Inner, to: &Inner, i: usize, j: usize) {
+    to.heads[j].store(from.heads[i].load(Ordering::Relaxed), Ordering::Relaxed);
+    to.tails[j].store(from.tails[i].load(Ordering::Relaxed), Ordering::Relaxed);
 }
 
 impl Drop for Tree {
