@@ -400,3 +400,18 @@ fn concurrent_unlinking_never_hides_stable_keys() {
     assert!(scans > 5);
     assert!(unlinked > 0, "the churn must have unlinked leaves");
 }
+
+#[test]
+fn inserting_a_present_key_leaves_the_leaf_version_alone() {
+    let tree = Tree::new();
+    assert!(tree.insert(b"a", 1).is_some());
+    // The proof that "b" is absent: the leaf and its version.
+    let recorded = tree.get(b"b").expect_err("b is absent");
+    assert!(tree.insert(b"a", 2).is_none(), "a is present");
+    assert!(
+        recorded.unchanged(),
+        "a failed insert must not invalidate the leaf's readers"
+    );
+    assert!(tree.insert(b"c", 3).is_some());
+    assert!(!recorded.unchanged(), "a real insert does");
+}

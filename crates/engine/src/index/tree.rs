@@ -490,22 +490,29 @@ impl Tree {
                 continue;
             }
             let leaf = Self::leaf(pointer);
-            if node.count() == CAPACITY {
+            // Look before locking: when the key is there already the leaf
+            // must stay untouched, since a lock and unlock would change its
+            // version and fail every transaction that recorded the leaf
+            // (a node set entry, Silo §4.6) for nothing.
+            let count = node.count();
+            let slot = search(&leaf.heads, &leaf.tails, count, probe, false);
+            let present = slot < count && {
+                let head = leaf.heads[slot].load(Ordering::Relaxed);
+                let tail = leaf.tails[slot].load(Ordering::Relaxed);
+                // SAFETY: as in `search`.
+                unsafe { compare(probe, head, tail) }.is_eq()
+            };
+            node.validate(version)?;
+            if present {
+                return Ok(None);
+            }
+            if count == CAPACITY {
                 self.split(pointer, version, parent, probe)?;
                 return Err(Restart);
             }
+            // Unchanged since the search (or the upgrade fails), so `slot`
+            // and `count` still hold.
             node.upgrade(version)?;
-            let count = node.count();
-            let slot = search(&leaf.heads, &leaf.tails, count, probe, false);
-            if slot < count {
-                let head = leaf.heads[slot].load(Ordering::Relaxed);
-                let tail = leaf.tails[slot].load(Ordering::Relaxed);
-                // SAFETY: we hold the lock; the key copy is live.
-                if unsafe { compare(probe, head, tail) }.is_eq() {
-                    node.unlock();
-                    return Ok(None);
-                }
-            }
             for i in (slot..count).rev() {
                 move_slot(&leaf.heads, &leaf.tails, i, i + 1);
                 leaf.values[i + 1].store(leaf.values[i].load(Ordering::Relaxed), Ordering::Relaxed);
