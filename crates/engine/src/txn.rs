@@ -353,6 +353,16 @@ impl<'t> Transaction<'t> {
     ) -> Result<bool, Abort> {
         let t = self.table(table);
         let mut recent = self.state.recent.get(table, key);
+        // An insert of a key we have not seen goes straight for the index,
+        // as Silo's does (§4.5): one descent instead of a failed lookup and
+        // then the insert. Only if the key is there already (the index
+        // leaves its leaf untouched then) do we look it up and decide below.
+        if kind == WriteKind::Insert
+            && recent.is_none()
+            && self.try_insert_placeholder(table, t, key, value)
+        {
+            return Ok(true);
+        }
         loop {
             let (record, snapshot) =
                 match locate(t, key, &mut self.state.arena, false, recent.take()) {

@@ -125,7 +125,7 @@ proptest! {
     fn engine_matches_model(
         txns in prop::collection::vec((prop::collection::vec(op(), 1..12), any::<bool>()), 1..25)
     ) {
-        let db = Database::open(Config::default()).unwrap();
+        let db = Database::open(Config { max_attempts: 50, ..Config::default() }).unwrap();
         let t = db.create_table("t").unwrap();
         let mut worker = db.worker().unwrap();
         let mut model = BTreeMap::new();
