@@ -87,6 +87,13 @@ pub(crate) fn pin_to(cpus: &[usize]) -> io::Result<()> {
     Ok(())
 }
 
+/// Pins the calling background thread (a logger, checkpointer or acker)
+/// to `cpus`. Placement is a hint: a thread that cannot be pinned still
+/// does its work, so a failure is ignored.
+pub(crate) fn place_background(cpus: &[usize]) {
+    let _ = pin_to(cpus);
+}
+
 /// The CPUs the calling thread may run on, in order (empty where they
 /// cannot be read).
 fn allowed_cpus() -> Vec<usize> {

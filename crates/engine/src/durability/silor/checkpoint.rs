@@ -242,8 +242,7 @@ fn manage(
     control: Arc<Control>,
     mut next_id: u64,
 ) {
-    // Placement is a hint (see `Config::pin_threads`).
-    let _ = crate::cores::pin_to(inner.background_cpus());
+    crate::cores::place_background(inner.background_cpus());
     loop {
         let covers = {
             let mut state = control.state.lock();
@@ -614,8 +613,7 @@ impl<'a> Checkpointer<'a> {
 /// priority (nice 10): a checkpoint is background work, and where cores
 /// are scarce the scheduler should prefer workers and loggers over it.
 fn yield_to_workers(cpus: &[usize]) {
-    // Placement is a hint; an unpinned checkpointer still checkpoints.
-    let _ = crate::cores::pin_to(cpus);
+    crate::cores::place_background(cpus);
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority on the calling thread (who = 0) with a valid
     // nice value has no memory effects; failure is harmless and ignored.

@@ -353,8 +353,7 @@ fn create_data_log(
 /// is durable and published.
 pub(crate) fn run_logger(logger: Logger) {
     let inner = logger.inner.clone();
-    // Placement is a hint; an unpinned logger still logs.
-    let _ = crate::cores::pin_to(&inner.background_cpus);
+    crate::cores::place_background(&inner.background_cpus);
     let mut logger = logger;
     let result = (|| {
         logger.run_loop()?;

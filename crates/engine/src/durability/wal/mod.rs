@@ -223,8 +223,7 @@ impl WalMode {
         let acker = std::thread::Builder::new()
             .name("epochdb-wal-acker".into())
             .spawn(move || {
-                // Placement is a hint (see `Config::pin_threads`).
-                let _ = crate::cores::pin_to(&acker_inner.background_cpus);
+                crate::cores::place_background(&acker_inner.background_cpus);
                 run_acker(&acker_inner, &watch)
             })?;
         let checkpoints = CheckpointManager::start(inner.clone(), tables, next_checkpoint_id)?;
