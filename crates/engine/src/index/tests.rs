@@ -415,3 +415,18 @@ fn inserting_a_present_key_leaves_the_leaf_version_alone() {
     assert!(tree.insert(b"c", 3).is_some());
     assert!(!recorded.unchanged(), "a real insert does");
 }
+
+#[test]
+fn a_removal_that_misses_leaves_the_leaf_version_alone() {
+    let tree = Tree::new();
+    assert!(tree.insert(b"a", 1).is_some());
+    let recorded = tree.get(b"b").expect_err("b is absent");
+    assert!(!tree.remove_if(b"b", |_| true).removed, "b is absent");
+    assert!(!tree.remove_if(b"a", |v| v == 2).removed, "a holds 1");
+    assert!(
+        recorded.unchanged(),
+        "a removal that takes nothing must not invalidate the leaf's readers"
+    );
+    assert!(tree.remove_if(b"a", |v| v == 1).removed);
+    assert!(!recorded.unchanged(), "a real removal does");
+}

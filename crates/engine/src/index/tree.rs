@@ -72,7 +72,34 @@ fn zeroed<const N: usize>() -> [AtomicU64; N] {
     std::array::from_fn(|_| AtomicU64::new(0))
 }
 
+/// Where a key is, or would go, in a leaf: read optimistically (the caller
+/// validates the leaf's version, or holds its lock).
+struct Found {
+    count: usize,
+    /// The first slot whose key is `>= probe`.
+    slot: usize,
+    /// Whether that slot holds the probe itself.
+    present: bool,
+}
+
 impl Leaf {
+    #[inline]
+    fn find(&self, probe: &Probe<'_>) -> Found {
+        let count = self.header.count();
+        let slot = search(&self.heads, &self.tails, count, probe, false);
+        let present = slot < count && {
+            let head = self.heads[slot].load(Ordering::Relaxed);
+            let tail = self.tails[slot].load(Ordering::Relaxed);
+            // SAFETY: as in `search`.
+            unsafe { compare(probe, head, tail) }.is_eq()
+        };
+        Found {
+            count,
+            slot,
+            present,
+        }
+    }
+
     fn allocate() -> *mut Header {
         Box::into_raw(Box::new(Leaf {
             header: Header {
@@ -440,19 +467,12 @@ impl Tree {
             let Ok((leaf, version)) = self.find_leaf(&probe) else {
                 continue;
             };
-            let count = leaf.header.count();
-            let slot = search(&leaf.heads, &leaf.tails, count, &probe, false);
-            let found = (slot < count).then(|| {
-                let head = leaf.heads[slot].load(Ordering::Relaxed);
-                let tail = leaf.tails[slot].load(Ordering::Relaxed);
-                let value = leaf.values[slot].load(Ordering::Relaxed);
-                // SAFETY: as in `search`.
-                unsafe { compare(&probe, head, tail) }
-                    .is_eq()
-                    .then_some(value)
-            });
+            let found = leaf.find(&probe);
+            let value = found
+                .present
+                .then(|| leaf.values[found.slot].load(Ordering::Relaxed));
             if leaf.header.validate(version).is_ok() {
-                return found.flatten().ok_or(LeafVersion { leaf, version });
+                return value.ok_or(LeafVersion { leaf, version });
             }
         }
     }
@@ -494,14 +514,11 @@ impl Tree {
             // must stay untouched, since a lock and unlock would change its
             // version and fail every transaction that recorded the leaf
             // (a node set entry, Silo §4.6) for nothing.
-            let count = node.count();
-            let slot = search(&leaf.heads, &leaf.tails, count, probe, false);
-            let present = slot < count && {
-                let head = leaf.heads[slot].load(Ordering::Relaxed);
-                let tail = leaf.tails[slot].load(Ordering::Relaxed);
-                // SAFETY: as in `search`.
-                unsafe { compare(probe, head, tail) }.is_eq()
-            };
+            let Found {
+                count,
+                slot,
+                present,
+            } = leaf.find(probe);
             node.validate(version)?;
             if present {
                 return Ok(None);
@@ -623,21 +640,23 @@ impl Tree {
             let Ok((leaf, version)) = self.find_leaf(probe) else {
                 continue;
             };
-            if leaf.header.upgrade(version).is_err() {
+            // Look before locking, as `try_insert` does: a miss leaves
+            // the leaf (and its version) untouched.
+            let Found {
+                count,
+                slot,
+                present,
+            } = leaf.find(probe);
+            let hit = present && matches(leaf.values[slot].load(Ordering::Relaxed));
+            if leaf.header.validate(version).is_err() {
                 continue;
             }
-            let count = leaf.header.count();
-            let slot = search(&leaf.heads, &leaf.tails, count, probe, false);
-            let hit = slot < count && {
-                let head = leaf.heads[slot].load(Ordering::Relaxed);
-                let tail = leaf.tails[slot].load(Ordering::Relaxed);
-                // SAFETY: we hold the lock; the key copy is live.
-                unsafe { compare(probe, head, tail) }.is_eq()
-                    && matches(leaf.values[slot].load(Ordering::Relaxed))
-            };
             if !hit {
-                leaf.header.unlock();
                 return (false, None, false);
+            }
+            // Unchanged since the search (or the upgrade fails).
+            if leaf.header.upgrade(version).is_err() {
+                continue;
             }
             let tail = leaf.tails[slot].load(Ordering::Relaxed);
             for i in slot..count - 1 {
