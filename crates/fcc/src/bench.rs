@@ -28,6 +28,7 @@ use crate::algo::{
     pingpong_naive as npp, zigzag_naive as nzz, zigzag_packed as bazz,
 };
 use crate::algorithm::Algorithm;
+use crate::clock::{IntervalClock, IntervalTime};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::io::{NullStorage, SimStorage, Storage};
@@ -39,7 +40,6 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Largest trace kept in memory, in updates; longer Zipf runs cycle
 /// through it.
@@ -190,6 +190,16 @@ pub struct BenchRun {
     pub interval_ms_max: f64,
     /// The mutator's time in each interval (ms), for plotting (Figure 8).
     pub interval_ms: Vec<f64>,
+    /// Median of the mutator thread's CPU time per interval (ms): its own
+    /// time without the preemptions a shared machine adds (`clock.rs`).
+    pub interval_cpu_ms_p50: f64,
+    /// Largest CPU time of the mutator thread in one interval (ms).
+    pub interval_cpu_ms_max: f64,
+    /// Median over intervals of the mutator's CPU time above the raw
+    /// mutator's in the same interval (ms).
+    pub interval_cpu_added_ms_p50: f64,
+    /// The mutator thread's CPU time in each interval (ms).
+    pub interval_cpu_ms: Vec<f64>,
     /// Checkpoints started during the run (not counting the initial one).
     pub checkpoints: u64,
     /// Anonymous memory in transparent huge pages once the algorithm's
@@ -208,6 +218,8 @@ pub struct BenchReport {
     pub period_intervals: u64,
     /// The raw mutator's time in each interval (ms).
     pub raw_interval_ms: Vec<f64>,
+    /// The raw mutator thread's CPU time in each interval (ms).
+    pub raw_interval_cpu_ms: Vec<f64>,
     /// One entry per algorithm, in the order asked for.
     pub runs: Vec<BenchRun>,
 }
@@ -330,7 +342,7 @@ pub fn run_bench(config: &BenchConfig, algorithms: &[Algorithm]) -> Result<Bench
     let initial: Vec<u64> = (0..state_words as u64).collect();
     let huge = config.huge_pages;
 
-    let raw = measure_raw(&initial, &trace, huge);
+    let (raw, raw_cpu) = split(measure_raw(&initial, &trace, huge));
     let raw_total: f64 = raw.iter().sum();
     let mut runs = Vec::new();
     for &algorithm in algorithms {
@@ -343,7 +355,7 @@ pub fn run_bench(config: &BenchConfig, algorithms: &[Algorithm]) -> Result<Bench
             _ => Arc::new(NullStorage),
         };
         let t = (storage, &trace, period, config.writer);
-        let (interval_ms, checkpoints, huge_page_bytes) = match algorithm {
+        let (times, checkpoints, huge_page_bytes) = match algorithm {
             Algorithm::NaiveSnapshot => measure(ns::new(&initial, huge), t)?,
             Algorithm::CopyOnUpdate => {
                 measure(cou::new(&initial, config.cou_block_words, huge), t)?
@@ -353,11 +365,12 @@ pub fn run_bench(config: &BenchConfig, algorithms: &[Algorithm]) -> Result<Bench
             Algorithm::PingPongNaive(m) => measure(npp::new(&initial, m, huge), t)?,
             Algorithm::PingPongInterleaved(m) => measure(ipp::new(&initial, m, huge), t)?,
         };
+        let (interval_ms, interval_cpu_ms) = split(times);
         let total: f64 = interval_ms.iter().sum();
-        let mut added: Vec<f64> = interval_ms.iter().zip(&raw).map(|(a, r)| a - r).collect();
-        added.sort_by(f64::total_cmp);
-        let mut own = interval_ms.clone();
-        own.sort_by(f64::total_cmp);
+        let added = sorted_differences(&interval_ms, &raw);
+        let own = sorted(&interval_ms);
+        let cpu_added = sorted_differences(&interval_cpu_ms, &raw_cpu);
+        let cpu_own = sorted(&interval_cpu_ms);
         runs.push(BenchRun {
             algorithm,
             overhead_ms_per_period: (total - raw_total) / (intervals as f64 / period as f64),
@@ -366,6 +379,10 @@ pub fn run_bench(config: &BenchConfig, algorithms: &[Algorithm]) -> Result<Bench
             interval_ms_p50: own[own.len() / 2],
             interval_ms_max: *own.last().expect("at least one interval"),
             interval_ms,
+            interval_cpu_ms_p50: cpu_own[cpu_own.len() / 2],
+            interval_cpu_ms_max: *cpu_own.last().expect("at least one interval"),
+            interval_cpu_added_ms_p50: cpu_added[cpu_added.len() / 2],
+            interval_cpu_ms,
             checkpoints,
             huge_page_bytes,
         });
@@ -375,8 +392,27 @@ pub fn run_bench(config: &BenchConfig, algorithms: &[Algorithm]) -> Result<Bench
         updates_per_sec: total_updates as f64 / (intervals as f64 * config.interval_s),
         period_intervals: period,
         raw_interval_ms: raw,
+        raw_interval_cpu_ms: raw_cpu,
         runs,
     })
+}
+
+/// Splits interval times into the wall-clock and the CPU-time series.
+fn split(times: Vec<IntervalTime>) -> (Vec<f64>, Vec<f64>) {
+    times.iter().map(|t| (t.wall_ms, t.cpu_ms)).unzip()
+}
+
+/// `v`, sorted ascending.
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// `a[i] - b[i]` for every interval, sorted ascending.
+fn sorted_differences(a: &[f64], b: &[f64]) -> Vec<f64> {
+    let d: Vec<f64> = a.iter().zip(b).map(|(a, b)| a - b).collect();
+    sorted(&d)
 }
 
 /// Applies `count` updates from `*pos` on through `write`.
@@ -393,7 +429,7 @@ fn apply(trace: &Trace, pos: &mut usize, count: u32, mut write: impl FnMut(usize
 }
 
 /// The raw mutator: plain stores into one array, no checkpointing.
-fn measure_raw(initial: &[u64], trace: &Trace, huge: HugePages) -> Vec<f64> {
+fn measure_raw(initial: &[u64], trace: &Trace, huge: HugePages) -> Vec<IntervalTime> {
     let mut state = Region::copy_of(initial, huge);
     let mut pos = 0;
     for &count in trace.warmup() {
@@ -401,10 +437,10 @@ fn measure_raw(initial: &[u64], trace: &Trace, huge: HugePages) -> Vec<f64> {
     }
     let mut out = Vec::with_capacity(trace.counts.len());
     for &count in trace.measured() {
-        let start = Instant::now();
+        let clock = IntervalClock::start();
         apply(trace, &mut pos, count, |i, v| state[i] = v);
         black_box(&mut state[..]);
-        out.push(start.elapsed().as_secs_f64() * 1e3);
+        out.push(clock.elapsed());
     }
     out
 }
@@ -414,7 +450,7 @@ fn measure_raw(initial: &[u64], trace: &Trace, huge: HugePages) -> Vec<f64> {
 fn measure<M: MutatorScheme, W: ImageWriter>(
     (mut mutator, writer): (M, W),
     (storage, trace, period, mode): (Arc<dyn Storage>, &Trace, u64, BenchWriter),
-) -> Result<(Vec<f64>, u64, u64), Error> {
+) -> Result<(Vec<IntervalTime>, u64, u64), Error> {
     let huge_page_bytes = anon_huge_page_bytes();
     let mut pos = 0;
     let mut checkpoints = 0;
@@ -426,13 +462,13 @@ fn measure<M: MutatorScheme, W: ImageWriter>(
                 apply(trace, &mut pos, count, |i, v| mutator.handle_write(i, v));
             }
             for (tick, &count) in (1..).zip(trace.measured()) {
-                let start = Instant::now();
+                let clock = IntervalClock::start();
                 apply(trace, &mut pos, count, |i, v| mutator.handle_write(i, v));
                 if tick % period == 0 {
                     mutator.prepare_for_next_checkpoint();
                     checkpoints += 1;
                 }
-                out.push(start.elapsed().as_secs_f64() * 1e3);
+                out.push(clock.elapsed());
             }
         }
         BenchWriter::Between => {
@@ -444,17 +480,16 @@ fn measure<M: MutatorScheme, W: ImageWriter>(
                 });
             }
             for (tick, &count) in (1..).zip(trace.measured()) {
-                let start = Instant::now();
+                let clock = IntervalClock::start();
                 apply(trace, &mut pos, count, |i, v| {
                     engine.mutator.handle_write(i, v)
                 });
                 engine.check()?;
                 let mut elapsed = None;
                 let started = engine
-                    .point_of_consistency_then(tick, || elapsed = Some(start.elapsed()))
+                    .point_of_consistency_then(tick, || elapsed = Some(clock.elapsed()))
                     .is_some();
-                let elapsed = elapsed.unwrap_or_else(|| start.elapsed());
-                out.push(elapsed.as_secs_f64() * 1e3);
+                out.push(elapsed.unwrap_or_else(|| clock.elapsed()));
                 if started {
                     checkpoints += 1;
                     // Off the clock: let the writer finish before the mutator
@@ -491,9 +526,19 @@ mod tests {
             assert_eq!(report.updates_per_sec, 20_000.0);
             assert_eq!(report.period_intervals, 5);
             assert_eq!(report.raw_interval_ms.len(), 10);
+            assert_eq!(report.raw_interval_cpu_ms.len(), 10);
             for run in &report.runs {
                 assert_eq!(run.checkpoints, 2, "{} {writer}", run.algorithm);
                 assert_eq!(run.interval_ms.len(), 10);
+                // The CPU clock is read just outside the wall clock, so it
+                // can exceed it only by the cost of reading the clocks.
+                for (cpu, wall) in run.interval_cpu_ms.iter().zip(&run.interval_ms) {
+                    assert!(
+                        *cpu > 0.0 && *cpu <= wall + 0.1,
+                        "{cpu} ms CPU, {wall} ms wall"
+                    );
+                }
+                assert_eq!(run.interval_cpu_ms.len(), 10);
             }
         }
     }

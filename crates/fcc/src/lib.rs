@@ -112,6 +112,7 @@ mod algo;
 mod algorithm;
 mod bench;
 mod bench_recovery;
+mod clock;
 mod engine;
 mod error;
 mod fcc;
