@@ -66,6 +66,32 @@ struct ThreadResult {
     windows: Vec<(u64, Histogram<u64>)>,
 }
 
+/// Waits until everything committed so far is durable, so that a durable
+/// mode's measured run does not also pay for writing and syncing the log of
+/// the load (hundreds of MB for TPC-C) while `none` has nothing to write.
+fn wait_until_durable(db: &Database) -> Result<(), String> {
+    const LIMIT: Duration = Duration::from_secs(120);
+    let fail = |e: &dyn std::fmt::Display| format!("waiting for the load to be durable: {e}");
+    let epoch = db.current_epoch();
+    // `wal`: an empty transaction's ticket waits for every LSN reserved
+    // before it.
+    let mut worker = db.worker().map_err(|e| fail(&e))?;
+    let ((), ticket) = worker.run(|_| Ok(())).map_err(|e| fail(&e))?;
+    if !ticket.wait_timeout(LIMIT).map_err(|e| fail(&e))? {
+        return Err(fail(&"not durable within 120 s"));
+    }
+    // Epoch-based modes: every epoch up to the current one.
+    let start = Instant::now();
+    while db.persistent_epoch().is_some_and(|durable| durable < epoch) {
+        if start.elapsed() > LIMIT {
+            return Err(fail(&"not durable within 120 s"));
+        }
+        db.end_epoch_soon();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
 /// Opens a database for `spec`, loads `workload` and measures it.
 pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResult, String> {
     let config = Config {
@@ -101,6 +127,15 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         .load(&db, spec.load_threads, &show)
         .map_err(|e| format!("loading {}: {e}", workload.name()))?;
     let load_s = load_start.elapsed().as_secs_f64();
+    if spec.mode.is_durable() {
+        let waited = Instant::now();
+        wait_until_durable(&db)?;
+        eprintln!(
+            "[{}] the load is durable ({:.1} s later); measuring",
+            spec.mode,
+            waited.elapsed().as_secs_f64()
+        );
+    }
 
     let counters: Arc<Vec<ThreadCounters>> = Arc::new(
         (0..spec.threads)
