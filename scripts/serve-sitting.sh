@@ -22,10 +22,10 @@ scratch=$(mktemp -d /tmp/serve-sitting.XXXX)
 trap 'pkill -f "epochdb serve --dir $scratch" 2>/dev/null || true; pkill -f "redis-server.*$scratch" 2>/dev/null || true; rm -rf "$scratch"' EXIT
 port=6400
 
-start_epochdb() { # mode epoch_ms [epoch_min_us]
+start_epochdb() { # mode epoch_ms [epoch_min_us [threads]]
   rm -rf "$scratch/db"
   "$bin" serve --dir "$scratch/db" --port $port --durability "$1" --epoch-ms "$2" --epoch-min-us "${3:-0}" \
-    2>"$scratch/serve.log" &
+    --threads "${4:-0}" 2>"$scratch/serve.log" &
   for _ in $(seq 100); do redis-cli -p $port ping >/dev/null 2>&1 && return; sleep 0.1; done
   echo "epochdb did not start"; cat "$scratch/serve.log"; exit 1
 }
@@ -66,9 +66,12 @@ done
 exit 0
 fi
 echo -e "target\ttest\tpipeline\trepeat\trps\tp50_ms" > "$out/compare.tsv"
-# epochdb-* run serve's defaults (fixed epochs); epochdb-silor-kick adds
-# the experimental --epoch-min-us 500 (a waiting reply ends its epoch early).
-targets=(epochdb-silor epochdb-silor-kick epochdb-log epochdb-wal epochdb-none redis-always redis-everysec redis-none)
+# epochdb-* run serve's defaults (fixed epochs, one engine thread per
+# core); epochdb-silor-kick adds the experimental --epoch-min-us 500 (a
+# waiting reply ends its epoch early); epochdb-MODE-1t runs one engine
+# thread (--threads 1), as Redis runs one. TARGETS (space-separated)
+# overrides the list.
+read -r -a targets <<< "${TARGETS:-epochdb-silor epochdb-silor-kick epochdb-silor-1t epochdb-log epochdb-wal epochdb-wal-1t epochdb-none redis-always redis-everysec redis-none}"
 for r in $(seq "$repeats"); do
   # Rotate the order each repeat so no target always runs first or last.
   for i in $(seq 0 $(( ${#targets[@]} - 1 ))); do
@@ -76,6 +79,7 @@ for r in $(seq "$repeats"); do
     for p in 1 16; do
       case $t in
         epochdb-silor-kick) start_epochdb silor "$default_epoch" 500 ;;
+        epochdb-*-1t) m=${t#epochdb-}; start_epochdb "${m%-1t}" "$default_epoch" 0 1 ;;
         epochdb-*) start_epochdb "${t#epochdb-}" "$default_epoch" 0 ;;
         redis-*) start_redis "${t#redis-}" ;;
       esac
