@@ -22,6 +22,16 @@
 //! while it runs or is pending, and a record of version v+1 means the CPR
 //! shift has begun: the session refreshes into IN_PROGRESS and re-executes
 //! the request as version v+1.
+//!
+//! `read`, `upsert` and `rmw` first try a fast path for the common case,
+//! the entry's first record in memory and holding the key
+//! (`Session::first_record`): a read in any phase, and an in-place update
+//! wherever the table says "in place" for a request of the session's own
+//! version (`Session::update_in_place`: REST; PREPARE on a record not of
+//! v+1, under the shared bucket latch with the fine shift; IN_PROGRESS,
+//! WAIT_PENDING and WAIT_FLUSH on a record already of v+1). Every other
+//! case (copies, latches to wait for, the fuzzy region, disk, shifts) goes
+//! to `execute`.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
