@@ -22,6 +22,16 @@
 //! while it runs or is pending, and a record of version v+1 means the CPR
 //! shift has begun: the session refreshes into IN_PROGRESS and re-executes
 //! the request as version v+1.
+//!
+//! `read`, `upsert` and `rmw` first try a fast path for the common case,
+//! the entry's first record in memory and holding the key
+//! (`Session::first_record`): a read in any phase, and an in-place update
+//! wherever the table says "in place" for a request of the session's own
+//! version (`Session::update_in_place`: REST; PREPARE on a record not of
+//! v+1, under the shared bucket latch with the fine shift; IN_PROGRESS,
+//! WAIT_PENDING and WAIT_FLUSH on a record already of v+1). Every other
+//! case (copies, latches to wait for, the fuzzy region, disk, shifts) goes
+//! to `execute`.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -34,6 +44,7 @@ use crate::address::{FIRST_ADDRESS, INVALID_ADDRESS};
 use crate::error::{Error, Result};
 use crate::functions::{write_words, Functions, Value};
 use crate::io::{IoDone, IoMessage, IoRequest};
+use crate::log::Log;
 use crate::record::{
     hash_key, key_words, lengths_word, record_bytes, record_version, split_lengths, words, Header,
     RECORD_HEADER_BYTES,
@@ -177,6 +188,33 @@ enum Found<'d> {
     Disk(&'d [u8]),
     NeedIo(u64),
     Absent,
+}
+
+/// What [`Session::first_record`] found.
+enum First<'a> {
+    /// No index entry for the hash: the key is absent.
+    NoEntry,
+    /// The entry's first record, in memory at or above the bound, valid,
+    /// holding the key (maybe a tombstone).
+    Record {
+        address: u64,
+        frame: usize,
+        header: Header,
+        value: Value<'a>,
+    },
+    /// Anything else: for `execute`.
+    Other,
+}
+
+/// What [`Session::update_in_place`] came to.
+enum InPlace {
+    /// Updated in place.
+    Done,
+    /// The record at this address may be updated in place, but the updater
+    /// declined.
+    Declined(u64),
+    /// Not the fast path's case: for `execute`.
+    No,
 }
 
 /// One thread's session: serial numbers, a CPR point, pending requests.
@@ -443,17 +481,20 @@ impl<F: Functions> Session<F> {
     /// Sets `key` to `value` (a blind update).
     pub fn upsert(&mut self, key: &[u8], value: &[u8]) -> Result<Status> {
         let hash = self.begin_op(key, value.len())?;
-        if let Some((_, frame, old)) = self.mutable_value(key, hash) {
-            if old.len() == value.len() {
-                if let Ok(word) = <[u8; 8]>::try_from(value) {
-                    // The fixed 8-byte-value fast path: one store.
-                    old.word(0).store(u64::from_le_bytes(word), Relaxed);
-                } else {
-                    old.write(value);
-                }
-                self.inner.log.mark_frame_dirty(frame);
-                return Ok(Status::Ok);
+        let done = self.update_in_place(key, hash, |old| {
+            if old.len() != value.len() {
+                return false;
             }
+            if let Ok(word) = <[u8; 8]>::try_from(value) {
+                // The fixed 8-byte-value fast path: one store.
+                old.word(0).store(u64::from_le_bytes(word), Relaxed);
+            } else {
+                old.write(value);
+            }
+            true
+        });
+        if let InPlace::Done = done {
+            return Ok(Status::Ok);
         }
         self.execute(Op::Upsert(value), key, hash, None)
     }
@@ -461,81 +502,137 @@ impl<F: Functions> Session<F> {
     /// Read-modify-write of `key` with the store's [`Functions`].
     pub fn rmw(&mut self, key: &[u8], input: F::Input) -> Result<Status> {
         let hash = self.begin_op(key, 0)?;
-        if let Some((address, frame, old)) = self.mutable_value(key, hash) {
-            if self.inner.functions.in_place(&old, &input) {
-                self.inner.log.mark_frame_dirty(frame);
-                return Ok(Status::Ok);
-            }
+        let functions = &self.inner.functions;
+        match self.update_in_place(key, hash, |old| functions.in_place(old, &input)) {
+            InPlace::Done => return Ok(Status::Ok),
             // The updater declined: `execute` copies the record to the tail
             // without asking it again.
-            self.scratch.declined = address;
+            InPlace::Declined(address) => self.scratch.declined = address,
+            InPlace::No => {}
         }
         self.execute(Op::Rmw(input), key, hash, None)
     }
 
-    /// A read's common case, done without `execute`'s general machinery
-    /// (FASTER's `InternalRead` hot path): the entry's first record is in
-    /// memory and holds the key. Reads do not depend on the CPR phase.
-    /// `None`: anything else (a longer chain, a record below head), for
-    /// `execute`.
+    /// The common case both fast paths start from (FASTER's
+    /// `InternalRead`/`InternalUpsert`/`InternalRmw` hot path): the index
+    /// entry of `hash`, and its first record if that is at or above
+    /// `lowest(log)` (read after the entry), not invalid, and holds `key`.
+    /// [`First::Other`]: anything else (an empty entry, a longer chain, a
+    /// record below `lowest`), which only `execute` decides.
     #[inline(always)]
-    fn read_in_memory(&self, key: &[u8], hash: u64, out: &mut Vec<u8>) -> Option<Status> {
+    fn first_record(&self, key: &[u8], hash: u64, lowest: impl FnOnce(&Log) -> u64) -> First<'_> {
         let inner = &*self.inner;
         let Some(entry) = inner.index.find(hash) else {
-            return Some(Status::NotFound);
+            return First::NoEntry;
         };
         let log = &inner.log;
         let address = entry.address();
-        // head ≥ FIRST_ADDRESS, so this also leaves an empty entry to `execute`.
-        if address < log.head() {
-            return None;
-        }
-        let record = log.record(address);
-        let header = Header(record[0].load(Acquire));
-        let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
-        if header.invalid() || !key_matches_record(record, key_len, key) {
-            return None;
-        }
-        if header.tombstone() {
-            return Some(Status::NotFound);
-        }
-        let at = 2 + words(key_len);
-        Value::new(&record[at..at + words(value_len)], value_len).read_into(out);
-        Some(Status::Ok)
-    }
-
-    /// An update's common case (Algorithm 4, REST, a record at or above
-    /// read-only): the value of the entry's first record if the session is
-    /// in REST and that record is live, holds the key, and is in the mutable
-    /// region, so it may be updated in place. `None`: anything else, for
-    /// `execute`. Read-only is read once before the record, as FASTER's
-    /// `InternalUpsert` does: the session is protected for the whole
-    /// operation, so safe-read-only cannot pass the value read.
-    #[inline(always)]
-    fn mutable_value(&self, key: &[u8], hash: u64) -> Option<(u64, usize, Value<'_>)> {
-        if self.local.phase != Phase::Rest {
-            return None;
-        }
-        let inner = &*self.inner;
-        let entry = inner.index.find(hash)?;
-        let log = &inner.log;
-        let address = entry.address();
-        if address < log.read_only() {
-            return None;
+        // `lowest` is at least head ≥ FIRST_ADDRESS, so this also leaves an
+        // empty entry to `execute`.
+        if address < lowest(log) {
+            return First::Other;
         }
         let frame = log.frame_of(address);
         let record = log.record_in(frame, address);
         let header = Header(record[0].load(Acquire));
         let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
-        if header.invalid() || header.tombstone() || !key_matches_record(record, key_len, key) {
-            return None;
+        if header.invalid() || !key_matches_record(record, key_len, key) {
+            return First::Other;
         }
         let at = 2 + words(key_len);
-        Some((
+        First::Record {
             address,
             frame,
-            Value::new(&record[at..at + words(value_len)], value_len),
-        ))
+            header,
+            value: Value::new(&record[at..at + words(value_len)], value_len),
+        }
+    }
+
+    /// A read's common case, done without `execute`'s general machinery:
+    /// the entry's first record is in memory and holds the key. Reads do
+    /// not depend on the CPR phase. `None`: anything else, for `execute`.
+    #[inline(always)]
+    fn read_in_memory(&self, key: &[u8], hash: u64, out: &mut Vec<u8>) -> Option<Status> {
+        match self.first_record(key, hash, |log| log.head()) {
+            First::NoEntry => Some(Status::NotFound),
+            First::Other => None,
+            First::Record { header, .. } if header.tombstone() => Some(Status::NotFound),
+            First::Record { value, .. } => {
+                value.read_into(out);
+                Some(Status::Ok)
+            }
+        }
+    }
+
+    /// An update's common case: the entry's first record is live, holds
+    /// the key, is in the mutable region (at or above read-only), and the
+    /// session's phase lets this request update it in place
+    /// (cpr-sigmod19 Algorithms 3 and 4, the table at the top of this file):
+    ///
+    /// * REST: any version;
+    /// * PREPARE (the request is of version v): a record of version ≤ v,
+    ///   i.e. not v+1, which would mean the CPR shift has begun (that is
+    ///   `execute`'s `Shift`). With the fine shift the request holds a
+    ///   shared latch on its bucket while it looks and updates, as in
+    ///   `execute`, so that no IN_PROGRESS thread copies the record to
+    ///   v+1 meanwhile (a latch it cannot take: `execute`);
+    /// * IN_PROGRESS, WAIT_PENDING, WAIT_FLUSH (the session is past its CPR
+    ///   point, the request is of version v+1): only a record already of
+    ///   version v+1. A version-v record must stay as it is for the
+    ///   checkpoint, so it is copied to the tail by `execute`.
+    ///
+    /// Then `update` is called on the value; `true`: it updated it (the
+    /// frame is marked dirty). Read-only is read once, after the entry and
+    /// before the record, as FASTER's `InternalUpsert` does: the session
+    /// is protected for the whole operation, so safe-read-only cannot pass
+    /// the value read.
+    #[inline(always)]
+    fn update_in_place(
+        &self,
+        key: &[u8],
+        hash: u64,
+        update: impl FnOnce(&Value<'_>) -> bool,
+    ) -> InPlace {
+        let inner = &*self.inner;
+        let phase = self.local.phase;
+        let latch = if phase == Phase::Prepare && inner.shift_mode == ShiftMode::Fine {
+            let bucket = inner.index.bucket(hash);
+            if !bucket.try_shared() {
+                return InPlace::No;
+            }
+            Some(bucket)
+        } else {
+            None
+        };
+        let outcome = match self.first_record(key, hash, |log| log.read_only()) {
+            First::Record {
+                address,
+                frame,
+                header,
+                value,
+            } if !header.tombstone() => {
+                let allowed = match phase {
+                    Phase::Rest => true,
+                    Phase::Prepare => header.version() != record_version(self.local.version + 1),
+                    Phase::InProgress | Phase::WaitPending | Phase::WaitFlush => {
+                        header.version() == record_version(self.local.version)
+                    }
+                };
+                if !allowed {
+                    InPlace::No
+                } else if update(&value) {
+                    inner.log.mark_frame_dirty(frame);
+                    InPlace::Done
+                } else {
+                    InPlace::Declined(address)
+                }
+            }
+            _ => InPlace::No,
+        };
+        if let Some(bucket) = latch {
+            bucket.release_shared();
+        }
+        outcome
     }
 
     /// Deletes `key` (appends a tombstone).
