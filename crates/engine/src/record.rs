@@ -91,10 +91,13 @@ impl ValueBlock {
         self.len.store(bytes.len() as u32, Ordering::Relaxed);
     }
 
-    /// Copies the value into `arena` (possibly torn: the caller validates).
+    /// Copies the value's first `max` bytes (all of it if shorter) into
+    /// `arena` (possibly torn: the caller validates).
     #[inline]
-    fn load_into(&self, arena: &mut Arena) -> Bytes {
-        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.capacity as usize);
+    fn load_into(&self, arena: &mut Arena, max: usize) -> Bytes {
+        let len = (self.len.load(Ordering::Relaxed) as usize)
+            .min(self.capacity as usize)
+            .min(max);
         let out = arena.reserve(len);
         let words = self.words();
         let full = len / WORD;
@@ -250,6 +253,15 @@ impl Record {
     /// commit-time validation catches the change.
     #[inline]
     pub(crate) fn read(&self, arena: &mut Arena) -> Snapshot {
+        self.read_prefix(arena, usize::MAX)
+    }
+
+    /// Like [`Self::read`], but copies only the value's first `max` bytes:
+    /// a reader that needs one field at the front of a large row touches
+    /// only the record's first cache lines. The word is validated the same
+    /// way, so the prefix is as consistent as a whole value.
+    #[inline]
+    pub(crate) fn read_prefix(&self, arena: &mut Arena, max: usize) -> Snapshot {
         let mut iteration = 0;
         loop {
             let word = self.word.load(Ordering::Acquire);
@@ -261,7 +273,7 @@ impl Record {
                 iteration += 1;
                 continue;
             }
-            let value = self.block().load_into(arena);
+            let value = self.block().load_into(arena, max);
             // Pairs with the release fence taken after locking: if the copy
             // saw any byte written under the lock, this sees the lock.
             fence(Ordering::Acquire);

@@ -163,8 +163,9 @@ impl TxState {
 }
 
 /// Looks `key` up, retrying past records unlinked under us. Returns the
-/// record and what was read of it (the value copied into `arena` only when
-/// `with_value`), or the leaf version proving the key missing.
+/// record and what was read of it (the value's first `value_bytes` bytes
+/// copied into `arena`; nothing when `None`), or the leaf version proving
+/// the key missing.
 ///
 /// Tries `recent` first, the record this transaction last located for the
 /// same key. Using it is the same as a lookup made at that earlier moment:
@@ -178,12 +179,12 @@ fn locate(
     table: &Table,
     key: &[u8],
     arena: &mut Arena,
-    with_value: bool,
+    value_bytes: Option<usize>,
     recent: Option<RecordRef>,
 ) -> Result<(RecordRef, Snapshot), LeafVersion> {
     let read = |record: RecordRef, arena: &mut Arena| {
-        if with_value {
-            record.get().read(arena)
+        if let Some(max) = value_bytes {
+            record.get().read_prefix(arena, max)
         } else {
             Snapshot {
                 word: record.get().stable_word(),
@@ -230,9 +231,23 @@ impl<'t> Transaction<'t> {
 
     /// Reads `key`. `Ok(None)` when the key has no value.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&'t [u8]>, Abort> {
+        self.get_prefix(table, key, usize::MAX)
+    }
+
+    /// Reads the first `len` bytes of `key`'s value (all of it if shorter).
+    /// `Ok(None)` when the key has no value. The read is validated like
+    /// [`Transaction::get`]'s: a concurrent change to any part of the value
+    /// aborts the transaction at commit. A reader that needs only a field at
+    /// the front of a large row copies, and brings into cache, only that.
+    pub fn get_prefix(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        len: usize,
+    ) -> Result<Option<&'t [u8]>, Abort> {
         let t = self.table(table);
         let recent = self.state.recent.get(table, key);
-        let (record, snapshot) = match locate(t, key, &mut self.state.arena, true, recent) {
+        let (record, snapshot) = match locate(t, key, &mut self.state.arena, Some(len), recent) {
             Ok(found) => found,
             Err(missing) => {
                 self.state.nodes.push(missing);
@@ -241,11 +256,13 @@ impl<'t> Transaction<'t> {
         };
         self.state.recent.remember(table, key, record);
         if let Some(index) = self.state.writes.find(record) {
-            // Read your own write. SAFETY: pending values live in the
-            // arena, which is reset only after the body returns.
-            return Ok(self.state.writes.entries[index]
-                .value
-                .map(|bytes| unsafe { bytes.as_slice::<'t>() }));
+            // Read your own write.
+            return Ok(self.state.writes.entries[index].value.map(|bytes| {
+                // SAFETY: pending values live in the arena, which is reset
+                // only after the body returns.
+                let value = unsafe { bytes.as_slice::<'t>() };
+                &value[..value.len().min(len)]
+            }));
         }
         self.state.reads.push(ReadEntry {
             record,
@@ -267,7 +284,7 @@ impl<'t> Transaction<'t> {
     pub fn version(&mut self, table: TableId, key: &[u8]) -> Result<Option<Tid>, Abort> {
         let t = self.table(table);
         let recent = self.state.recent.get(table, key);
-        let (record, snapshot) = match locate(t, key, &mut self.state.arena, false, recent) {
+        let (record, snapshot) = match locate(t, key, &mut self.state.arena, None, recent) {
             Ok(found) => found,
             Err(missing) => {
                 self.state.nodes.push(missing);
@@ -365,7 +382,7 @@ impl<'t> Transaction<'t> {
         }
         loop {
             let (record, snapshot) =
-                match locate(t, key, &mut self.state.arena, false, recent.take()) {
+                match locate(t, key, &mut self.state.arena, None, recent.take()) {
                     Ok(found) => found,
                     Err(missing) => {
                         if kind == WriteKind::Update {
