@@ -101,3 +101,26 @@ fn checker_fails_on_a_corrupted_row() {
         );
     }
 }
+
+/// `TpccConfig::mix` picks the transaction types: only New-Order rolls
+/// back (1% of them), so a mix without it never does, and a mix of only
+/// Delivery and Stock-Level keeps the database consistent too.
+#[test]
+fn the_mix_chooses_the_transactions() {
+    let mut config = TpccConfig::small(1);
+    config.mix = [0, 40, 20, 20, 20];
+    let (db, tpcc) = loaded(config.clone());
+    let (committed, rolled_back) = run_mix(&db, &tpcc, 2, Duration::from_millis(500));
+    assert!(committed > 100, "only {committed} transactions committed");
+    assert_eq!(rolled_back, 0, "no New-Order ran, yet a rollback");
+    check_consistency(&db, 1).expect("consistent after the mix");
+
+    config.mix = [100, 0, 0, 0, 0];
+    let (db, tpcc) = loaded(config.clone());
+    let (committed, rolled_back) = run_mix(&db, &tpcc, 2, Duration::from_millis(500));
+    assert!(rolled_back > 0, "no rollback in {committed} New-Orders");
+    check_consistency(&db, 1).expect("consistent after the mix");
+
+    config.mix = [50, 40, 5, 5, 5];
+    assert!(config.validate().is_err(), "a mix of 105% was accepted");
+}

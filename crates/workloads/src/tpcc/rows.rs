@@ -455,7 +455,11 @@ impl<'a> Stock<'a> {
         };
         r.end().map(|()| row)
     }
-    /// S_QUANTITY alone (Stock-Level reads nothing else).
+    /// Bytes of S_QUANTITY, the row's first field.
+    pub(crate) const QUANTITY_BYTES: usize = 2;
+
+    /// S_QUANTITY alone, from the row or its first
+    /// [`Stock::QUANTITY_BYTES`] (Stock-Level reads nothing else).
     #[inline]
     pub(crate) fn decode_quantity(bytes: &[u8]) -> Option<i16> {
         Reader(bytes).i16()
@@ -515,6 +519,10 @@ mod tests {
         stock.encode(&mut buf);
         assert_eq!(Stock::decode(&buf), Some(stock));
         assert_eq!(Stock::decode_quantity(&buf), Some(-3));
+        assert_eq!(
+            Stock::decode_quantity(&buf[..Stock::QUANTITY_BYTES]),
+            Some(-3)
+        );
         assert_eq!(stock.dist_info(10).map(<[u8]>::len), Some(DIST_INFO_LEN));
         assert_eq!(stock.dist_info(11), None);
 

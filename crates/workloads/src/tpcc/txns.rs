@@ -473,7 +473,11 @@ impl TpccClient {
             ids.dedup();
             let mut low = 0u32;
             for &i in ids.iter() {
-                let quantity = read(tx, t.stock, &stock_key(w, i), Stock::decode_quantity)?;
+                // S_QUANTITY leads the row: copy only its bytes.
+                let quantity = tx
+                    .get_prefix(t.stock, &stock_key(w, i), Stock::QUANTITY_BYTES)?
+                    .and_then(Stock::decode_quantity)
+                    .ok_or(Abort::Conflict)?;
                 if quantity < threshold {
                     low += 1;
                 }
@@ -486,13 +490,24 @@ impl TpccClient {
 
 impl Client for TpccClient {
     fn step(&mut self, worker: &mut Worker) -> Result<Outcome, TxError> {
-        match self.rng.gen_range(0..100u8) {
-            0..45 => self.new_order(worker),
-            45..88 => self.payment(worker),
-            88..92 => self.order_status(worker),
-            92..96 => self.delivery(worker),
-            _ => self.stock_level(worker),
+        let [new_order, payment, order_status, delivery, _] = self.shared.config.mix;
+        let mut roll = self.rng.gen_range(0..100u8);
+        if roll < new_order {
+            return self.new_order(worker);
         }
+        roll -= new_order;
+        if roll < payment {
+            return self.payment(worker);
+        }
+        roll -= payment;
+        if roll < order_status {
+            return self.order_status(worker);
+        }
+        roll -= order_status;
+        if roll < delivery {
+            return self.delivery(worker);
+        }
+        self.stock_level(worker)
     }
 }
 
