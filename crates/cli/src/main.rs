@@ -9,6 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod crashtest;
 mod inspect;
+mod prefault;
 mod recover;
 mod serve;
 

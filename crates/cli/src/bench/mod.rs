@@ -94,6 +94,12 @@ pub(crate) struct CommonArgs {
     /// Draw throughput and latency over time as SVG here.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Fault in this many MiB through the allocator before the first run
+    /// and keep freed memory for reuse, so the database's growth does not
+    /// pay for first touches of fresh pages on the workers (as Silo's
+    /// `--numa-memory`); 0: off.
+    #[arg(long, default_value_t = 0)]
+    prefault_mb: usize,
 }
 
 /// `bench ycsb` flags.
@@ -129,6 +135,11 @@ pub(crate) struct TpccArgs {
     /// for quick runs; the default is the specification's sizes.
     #[arg(long)]
     small: bool,
+    /// Percent of New-Order, Payment, Order-Status, Delivery and
+    /// Stock-Level, comma-separated, summing to 100 (for measuring one
+    /// transaction type alone, e.g. 0,0,0,0,100)
+    #[arg(long, value_delimiter = ',', default_values_t = epochdb_workloads::TpccConfig::STANDARD_MIX)]
+    mix: Vec<u8>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -163,14 +174,19 @@ pub(crate) fn run(command: BenchCommand) -> Result<(), String> {
         BenchCommand::Hybridlog(args) => hybridlog::run(*args),
         BenchCommand::Tpcc(args) => {
             let warehouses = args.warehouses.unwrap_or(args.common.threads as u32);
-            let config = if args.small {
+            let mut config = if args.small {
                 TpccConfig::small(warehouses)
             } else {
                 TpccConfig::new(warehouses)
             };
+            config.mix = args
+                .mix
+                .as_slice()
+                .try_into()
+                .map_err(|_| "--mix takes five percentages".to_string())?;
             config
                 .validate()
-                .map_err(|e| format!("--warehouses: {e}"))?;
+                .map_err(|e| format!("--warehouses, --mix: {e}"))?;
             let make = || -> Box<dyn Workload> { Box::new(Tpcc::new(config.clone())) };
             run_modes(&args.common, &make, "TPC-C")
         }
@@ -216,6 +232,7 @@ fn run_modes(
     let load_threads = common
         .load_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    crate::prefault::warm_allocator(common.prefault_mb);
     let mut runs = Vec::new();
     for (index, mode) in modes.iter().enumerate() {
         let scratch;
