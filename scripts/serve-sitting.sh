@@ -67,10 +67,10 @@ exit 0
 fi
 echo -e "target\ttest\tpipeline\trepeat\trps\tp50_ms" > "$out/compare.tsv"
 # epochdb-* run serve's defaults (fixed epochs, one engine thread per
-# core); epochdb-silor-kick adds the experimental --epoch-min-us 500 (a
-# waiting reply ends its epoch early); epochdb-MODE-1t runs one engine
-# thread (--threads 1), as Redis runs one. TARGETS (space-separated)
-# overrides the list.
+# core but one: one on 2 cores); epochdb-silor-kick adds the experimental
+# --epoch-min-us 500 (a waiting reply ends its epoch early);
+# epochdb-MODE-1t runs one engine thread (--threads 1), as Redis runs
+# one. TARGETS (space-separated) overrides the list.
 read -r -a targets <<< "${TARGETS:-epochdb-silor epochdb-silor-kick epochdb-silor-1t epochdb-log epochdb-wal epochdb-wal-1t epochdb-none redis-always redis-everysec redis-none}"
 for r in $(seq "$repeats"); do
   # Rotate the order each repeat so no target always runs first or last.

@@ -64,7 +64,7 @@ pub(crate) struct ServeArgs {
     /// Seconds between automatic checkpoints (silor) [default: 60].
     #[arg(long)]
     checkpoint_interval: Option<String>,
-    /// Engine threads (0: one per core) [default: 0].
+    /// Engine threads (0: one per core but one, at least one) [default: 0].
     #[arg(long)]
     threads: Option<String>,
 }

@@ -53,7 +53,7 @@ pub struct Settings {
     pub epoch_min_gap: Duration,
     /// Seconds between automatic checkpoints (`silor`, `wal`).
     pub checkpoint_interval: Duration,
-    /// Engine worker threads (zero: one per core).
+    /// Engine worker threads (zero: one per core but one, at least one).
     pub threads: usize,
 }
 

@@ -31,6 +31,17 @@ pub(crate) fn poll_interval(epoch_interval: Duration) -> Duration {
     (epoch_interval / 4).clamp(Duration::from_micros(100), Duration::from_millis(1))
 }
 
+/// The longest a logger waits while the log is idle (no logger wrote a
+/// byte in its last round): one epoch, at most 1 ms, never below
+/// [`poll_interval`]. A server's 1 ms epochs would otherwise wake every
+/// logger 4,000 times a second with nothing to write; the first write
+/// brings back the short poll. SiloR's 40 ms epochs are unaffected.
+pub(crate) fn idle_poll_interval(epoch_interval: Duration) -> Duration {
+    epoch_interval
+        .min(Duration::from_millis(1))
+        .max(poll_interval(epoch_interval))
+}
+
 /// The `pepoch` file is rewritten (atomically) once appends grow it past this.
 const PEPOCH_REWRITE_BYTES: u64 = 64 << 10;
 
@@ -200,9 +211,11 @@ impl Logger {
     }
 
     fn run_loop(&mut self) -> Result<(), StorageError> {
+        let mut poll = self.inner.poll;
+        let mut bytes_seen = self.inner.stats.log_bytes.load(Ordering::Relaxed);
         loop {
             let stopping = self.inner.is_stopped();
-            if let Ok(buffer) = self.shared().full.1.recv_timeout(self.inner.poll) {
+            if let Ok(buffer) = self.shared().full.1.recv_timeout(poll) {
                 self.write(buffer)?;
             }
             if self.inner.has_failed() {
@@ -212,6 +225,16 @@ impl Logger {
             if stopping {
                 return Ok(());
             }
+            // Back off while no logger writes (see `idle_poll_interval`);
+            // any logger's write restores the short poll for all, since
+            // logger 0 publishes every logger's progress.
+            let bytes = self.inner.stats.log_bytes.load(Ordering::Relaxed);
+            poll = if bytes == bytes_seen {
+                (poll * 2).min(self.inner.idle_poll)
+            } else {
+                self.inner.poll
+            };
+            bytes_seen = bytes;
         }
     }
 
@@ -365,5 +388,24 @@ pub(crate) fn run_logger(logger: Logger) {
     })();
     if let Err(error) = result {
         inner.fail(&error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_logger_waits_up_to_an_epoch_of_at_most_a_millisecond() {
+        let us = Duration::from_micros;
+        // A server's 1 ms epochs: a quarter epoch busy, the epoch idle.
+        assert_eq!(poll_interval(us(1_000)), us(250));
+        assert_eq!(idle_poll_interval(us(1_000)), us(1_000));
+        // SiloR's 40 ms: 1 ms either way.
+        assert_eq!(poll_interval(us(40_000)), us(1_000));
+        assert_eq!(idle_poll_interval(us(40_000)), us(1_000));
+        // Very short epochs: never below the busy poll.
+        assert_eq!(idle_poll_interval(us(200)), us(200));
+        assert_eq!(idle_poll_interval(us(100)), us(100));
     }
 }

@@ -152,6 +152,8 @@ pub(crate) struct Inner {
     pub(crate) options: SilorOptions,
     /// How long a logger waits for a buffer between looks at the epochs.
     pub(crate) poll: std::time::Duration,
+    /// The longest it waits while nothing is being logged.
+    pub(crate) idle_poll: std::time::Duration,
     /// The published persistent epoch `e_p`: tickets wait on it.
     pub(crate) watermark: Arc<Watermark>,
     pub(crate) loggers: Vec<LoggerShared>,
@@ -281,6 +283,7 @@ impl SiloR {
             epochs,
             options,
             poll: logger::poll_interval(config.epoch_interval),
+            idle_poll: logger::idle_poll_interval(config.epoch_interval),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             stats: Stats::default(),
