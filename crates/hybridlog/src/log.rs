@@ -26,7 +26,7 @@
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use crossbeam_utils::CachePadded;
 use epochdb_epoch::EpochManager;
@@ -94,6 +94,9 @@ pub(crate) struct Log {
     flush_cv: Condvar,
     /// Set by the first failed write or sync: nothing is durable any more.
     failed: AtomicBool,
+    /// Called once the log has failed, to wake waiters outside the log (the
+    /// checkpoint driver waiting for a phase that may now never come).
+    on_failure: OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// Per frame: a record on its page was updated in place since the last
     /// snapshot checkpoint took the bit (incremental snapshots).
     dirty: Box<[AtomicBool]>,
@@ -168,6 +171,7 @@ impl Log {
             flush_lock: Mutex::new(FlushState::default()),
             flush_cv: Condvar::new(),
             failed: AtomicBool::new(false),
+            on_failure: OnceLock::new(),
             dirty: (0..geometry.frames)
                 .map(|_| AtomicBool::new(false))
                 .collect(),
@@ -427,10 +431,7 @@ impl Log {
                 }
             };
             if let Err(e) = self.write_range(from, to).and_then(|()| self.file.sync()) {
-                self.failed.store(true, SeqCst);
-                let mut state = self.flush_lock.lock();
-                state.error = Some(e.to_string());
-                self.flush_cv.notify_all();
+                self.fail(e.to_string());
                 return;
             }
             self.flushed.store(to, Release);
@@ -479,12 +480,25 @@ impl Log {
         }
     }
 
-    /// Marks the log failed (fail-stop) and wakes every waiter.
+    /// Marks the log failed (fail-stop) and wakes every waiter, its own and
+    /// the one registered with [`Log::on_failure`]. The first reason is kept.
     pub(crate) fn fail(&self, reason: String) {
         self.failed.store(true, SeqCst);
-        let mut state = self.flush_lock.lock();
-        state.error.get_or_insert(reason);
-        self.flush_cv.notify_all();
+        {
+            let mut state = self.flush_lock.lock();
+            state.error.get_or_insert(reason);
+            self.flush_cv.notify_all();
+        }
+        if let Some(wake) = self.on_failure.get() {
+            wake();
+        }
+    }
+
+    /// Registers what [`Log::fail`] calls after marking the log failed (once;
+    /// a second registration is ignored). A failure before registration is
+    /// seen by `has_failed`.
+    pub(crate) fn on_failure(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_failure.set(wake);
     }
 
     /// Stops the flush thread.

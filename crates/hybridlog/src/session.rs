@@ -805,6 +805,12 @@ impl<F: Functions> Session<F> {
                     Ok(done) => self.absorb(done)?,
                     Err(_) => return Err(Error::Failed("the store is closing".into())),
                 }
+            } else if self.inner.log.has_failed() {
+                // A request that must copy to the tail (or wait for its
+                // region to move) cannot finish: the log no longer flushes,
+                // so head, and with it the tail, stays where it is. Fail-stop
+                // as the synchronous path does (`execute`).
+                return Err(Error::Failed("the log stopped flushing".into()));
             } else {
                 std::thread::yield_now();
             }

@@ -463,6 +463,15 @@ impl<F: Functions> Store<F> {
             snapshot_running: AtomicU8::new(0),
             config,
         });
+        // A flush that fails during a checkpoint must wake the driver: the
+        // phase it waits for may never come (a session's pending request
+        // cannot finish once the log stops).
+        let weak = inner.me.clone();
+        inner.log.on_failure(Box::new(move || {
+            if let Some(inner) = weak.upgrade() {
+                inner.notify_phase();
+            }
+        }));
         Ok(Store {
             inner,
             threads,
@@ -592,8 +601,8 @@ impl<F: Functions> Store<F> {
             if !matches!(e, Error::CheckpointInProgress) {
                 // Fail-stop: a checkpoint that failed half-way (a failed
                 // write or sync) ends durability for this store's life.
+                // (`fail` wakes the phase waiters too.)
                 self.inner.log.fail(e.to_string());
-                self.inner.notify_phase();
             }
         }
         result

@@ -338,3 +338,51 @@ fn a_flipped_bit_in_a_checkpoint_file_is_reported() {
         }
     }
 }
+
+/// Requests left pending when the log stops flushing fail in
+/// `complete_pending(true)` instead of retrying forever: their disk reads
+/// come back, but the copies to the tail need pages that can never be
+/// freed (head cannot pass what is flushed). Before the fix this hung in
+/// one `every_sync_failed_then_power_lost` run in about a hundred.
+#[test]
+fn a_pending_request_fails_when_the_log_stops_flushing() {
+    let disk = SimStorage::new(5);
+    let store = Store::open(
+        Arc::new(disk.clone()),
+        Path::new("/stop"),
+        // Enough buckets that a key's chain on disk is one record long: one
+        // read each, all done before the fault.
+        Config {
+            index_buckets: 1 << 16,
+            ..config(ShiftMode::Coarse)
+        },
+        AddU64,
+    )
+    .unwrap();
+    let mut session = store.start_session().unwrap();
+    for k in 0..4096u64 {
+        session.upsert(&k.to_le_bytes(), &k.to_le_bytes()).unwrap();
+    }
+    assert!(store.addresses().head > 64, "key 0 is on disk only");
+    // More copies than fit in the tail page that will be left.
+    for k in 0..300u64 {
+        assert_eq!(session.rmw(&k.to_le_bytes(), 1).unwrap(), Status::Pending);
+    }
+    // Let the I/O thread read them (the replies wait in the session's
+    // channel) before the failed sync makes the disk refuse reads.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    disk.fail_nth(FaultOp::Sync, disk.calls(FaultOp::Sync) + 1, FaultKind::Eio);
+    // Fill the log until the flush failure stops the tail.
+    let stopped = (1u64 << 20..(1 << 20) + 100_000)
+        .any(|k| session.upsert(&k.to_le_bytes(), &k.to_le_bytes()).is_err());
+    assert!(stopped, "the failed sync stopped the log");
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let result = session.complete_pending(true).map(|c| c.len());
+        let _ = done_tx.send(result);
+    });
+    match done_rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(result) => assert!(result.is_err(), "expected a failure, got {result:?}"),
+        Err(_) => panic!("complete_pending(true) still waits after 60 s"),
+    }
+}
