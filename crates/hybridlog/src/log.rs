@@ -30,7 +30,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use crossbeam_utils::CachePadded;
 use epochdb_epoch::EpochManager;
-use epochdb_storage::StorageFile;
+use epochdb_storage::{DirectBuffer, StorageFile, DIRECT_ALIGN};
 use parking_lot::{Condvar, Mutex};
 
 use crate::address::{FIRST_ADDRESS, FRAMES_MIN, PAGE_BITS_MAX, PAGE_BITS_MIN};
@@ -97,6 +97,8 @@ pub(crate) struct Log {
     /// Called once the log has failed, to wake waiters outside the log (the
     /// checkpoint driver waiting for a phase that may now never come).
     on_failure: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Flush with [`StorageFile::write_direct_at`] (see `Config::direct_io`).
+    direct: bool,
     /// Per frame: a record on its page was updated in place since the last
     /// snapshot checkpoint took the bit (incremental snapshots).
     dirty: Box<[AtomicBool]>,
@@ -134,6 +136,7 @@ impl Log {
         tail: u64,
         last_page: &[u8],
         begin: u64,
+        direct: bool,
     ) -> Arc<Log> {
         let page_words = (geometry.page_bytes() / 8) as usize;
         let frames: Box<[Box<[AtomicU64]>]> = (0..geometry.frames)
@@ -172,6 +175,7 @@ impl Log {
             flush_cv: Condvar::new(),
             failed: AtomicBool::new(false),
             on_failure: OnceLock::new(),
+            direct,
             dirty: (0..geometry.frames)
                 .map(|_| AtomicBool::new(false))
                 .collect(),
@@ -443,19 +447,33 @@ impl Log {
         }
     }
 
+    /// Writes `[from, to)` to the file, a page at a time. Direct: each
+    /// write is widened to whole [`DIRECT_ALIGN`] blocks. The bytes below
+    /// `from` in its block are already on disk and immutable, so they are
+    /// written again unchanged; those above `to` in its block (mutable
+    /// records, or the zeros past the tail) are written too, but nothing
+    /// reads a log address at or above what is flushed, recovery stops at a
+    /// checkpoint's `l_e` (≤ flushed), and the next flush rewrites them.
+    /// Head stays at or below the page holding `flushed`, so the widened
+    /// range is in memory.
     fn write_range(&self, from: u64, to: u64) -> Result<(), epochdb_storage::StorageError> {
-        let page_bytes = self.geometry.page_bytes();
-        let mut buf = Vec::with_capacity(page_bytes as usize);
-        let mut start = from;
+        let page_bits = self.geometry.page_bits;
+        let align = if self.direct { DIRECT_ALIGN as u64 } else { 8 };
+        let mut buf = DirectBuffer::zeroed(self.geometry.page_bytes() as usize);
+        let mut start = from / align * align;
         while start < to {
-            let page_end = ((start >> self.geometry.page_bits) + 1) << self.geometry.page_bits;
-            let end = page_end.min(to);
-            buf.clear();
-            let count = ((end - start) / 8) as usize;
-            for word in self.words(start, count) {
-                buf.extend_from_slice(&word.load(Relaxed).to_le_bytes());
+            let page_end = ((start >> page_bits) + 1) << page_bits;
+            let end = page_end.min(to.next_multiple_of(align));
+            let out = &mut buf.as_mut_slice()[..(end - start) as usize];
+            let words = self.words(start, out.len() / 8);
+            for (bytes, word) in out.chunks_exact_mut(8).zip(words) {
+                bytes.copy_from_slice(&word.load(Relaxed).to_le_bytes());
             }
-            self.file.write_at(start, &buf)?;
+            if self.direct {
+                self.file.write_direct_at(start, out)?;
+            } else {
+                self.file.write_at(start, out)?;
+            }
             start = end;
         }
         Ok(())

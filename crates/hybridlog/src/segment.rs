@@ -199,22 +199,42 @@ impl SegmentedFile {
     }
 }
 
-impl StorageFile for SegmentedFile {
-    fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn write_at(&self, mut offset: u64, mut data: &[u8]) -> SegResult<()> {
+impl SegmentedFile {
+    /// Writes `data` at `offset` with `write`, split at segment boundaries.
+    fn write_split(
+        &self,
+        mut offset: u64,
+        mut data: &[u8],
+        write: impl Fn(&dyn StorageFile, u64, &[u8]) -> SegResult<()>,
+    ) -> SegResult<()> {
         while !data.is_empty() {
             let (n, first) = self.locate(offset);
             let take = (self.room(offset).min(data.len() as u64)) as usize;
             let file = self.segment(n, true)?.expect("created");
-            file.write_at(offset - first, &data[..take])?;
+            write(file.as_ref(), offset - first, &data[..take])?;
             self.segments.lock().unsynced.insert(n);
             offset += take as u64;
             data = &data[take..];
         }
         Ok(())
+    }
+}
+
+impl StorageFile for SegmentedFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> SegResult<()> {
+        self.write_split(offset, data, |file, at, part| file.write_at(at, part))
+    }
+
+    /// Segments start at multiples of their size (at least a page, at
+    /// least 4 KiB), so the split keeps every part aligned.
+    fn write_direct_at(&self, offset: u64, data: &[u8]) -> SegResult<()> {
+        self.write_split(offset, data, |file, at, part| {
+            file.write_direct_at(at, part)
+        })
     }
 
     fn append(&mut self, data: &[u8]) -> SegResult<u64> {

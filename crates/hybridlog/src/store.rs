@@ -56,6 +56,13 @@ pub struct Config {
     /// reads ahead meanwhile. Any count recovers the same store and
     /// reports the same errors.
     pub recovery_threads: usize,
+    /// Flush the log's pages past the page cache (`O_DIRECT`, as FASTER's
+    /// unbuffered devices) where the file system allows it; a flush then
+    /// rewrites the 4 KiB blocks its range starts and ends in. Buffered,
+    /// the kernel's first touch of fresh page-cache pages limited the flush
+    /// to about 0.4 GB/s here (BENCHMARKS.md). Reads of evicted records
+    /// then come from the disk, not from the page cache. Default on.
+    pub direct_io: bool,
 }
 
 /// The granularity of the version shift (cpr-sigmod19 Appendix B).
@@ -87,6 +94,7 @@ impl Default for Config {
             shift_mode: ShiftMode::Fine,
             log_segment_bits: 30,
             recovery_threads: 0,
+            direct_io: true,
         }
     }
 }
@@ -387,6 +395,7 @@ impl<F: Functions> Store<F> {
             state.tail,
             &state.last_page,
             state.meta.as_ref().map_or(FIRST_ADDRESS, |m| m.begin),
+            config.direct_io,
         );
         let (io_tx, io_rx) = crossbeam_channel::unbounded();
         let limit = log.record_bytes_max();

@@ -66,5 +66,5 @@ pub use frame::{
 pub use real::RealStorage;
 pub use replace::{replace_atomically, TMP_SUFFIX};
 pub use scan::{read_rest, scan_blocks, ScanEnd, SCAN_CHUNK_BYTES};
-pub use seam::{Storage, StorageFile};
+pub use seam::{DirectBuffer, Storage, StorageFile, DIRECT_ALIGN};
 pub use sim::{CrashMode, FaultKind, FaultOp, SimStorage};

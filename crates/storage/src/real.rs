@@ -2,13 +2,13 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Op, Result, StorageError};
 use crate::latch::Latch;
-use crate::seam::{Storage, StorageFile};
+use crate::seam::{check_direct, Storage, StorageFile};
 
 /// Real files through `std::fs`. Paths are used as given.
 ///
@@ -45,6 +45,7 @@ impl RealStorage {
             path: path.to_path_buf(),
             end,
             latch: Arc::clone(&self.latch),
+            direct: OnceLock::new(),
         }))
     }
 
@@ -129,9 +130,48 @@ struct RealFile {
     /// The append cursor: the end of the file as this (single) writer knows it.
     end: u64,
     latch: Arc<Latch>,
+    /// A second handle opened with `O_DIRECT` on the first direct write;
+    /// `None` where the file system refuses the flag.
+    direct: OnceLock<Option<File>>,
 }
 
 impl RealFile {
+    /// The `O_DIRECT` handle, opened on first use by path and checked to be
+    /// the same file (device and inode) as this handle's.
+    fn direct(&self) -> Result<Option<&File>> {
+        if let Some(direct) = self.direct.get() {
+            return Ok(direct.as_ref());
+        }
+        self.latch.check()?;
+        let opened = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&self.path);
+        let direct = match opened {
+            Ok(file) => {
+                let same = |f: &File| f.metadata().map(|m| (m.dev(), m.ino()));
+                let ours =
+                    same(&self.file).map_err(|e| StorageError::from_io(Op::Stat, &self.path, e))?;
+                let theirs =
+                    same(&file).map_err(|e| StorageError::from_io(Op::Stat, &self.path, e))?;
+                if ours != theirs {
+                    return Err(StorageError::from_io(
+                        Op::Open,
+                        &self.path,
+                        io::Error::other(
+                            "the file was replaced under its name since it was opened",
+                        ),
+                    ));
+                }
+                Some(file)
+            }
+            // tmpfs and some others refuse O_DIRECT: write through the cache.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
+            Err(e) => return Err(StorageError::from_io(Op::Open, &self.path, e)),
+        };
+        Ok(self.direct.get_or_init(|| direct).as_ref())
+    }
+
     fn mutate<T>(&self, op: Op, f: impl FnOnce(&File) -> io::Result<T>) -> Result<T> {
         self.latch.check()?;
         self.latch
@@ -146,6 +186,14 @@ impl StorageFile for RealFile {
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.mutate(Op::Write, |file| file.write_all_at(data, offset))
+    }
+
+    fn write_direct_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        check_direct(&self.path, offset, data)?;
+        match self.direct()? {
+            Some(direct) => self.mutate(Op::Write, |_| direct.write_all_at(data, offset)),
+            None => self.write_at(offset, data),
+        }
     }
 
     fn append(&mut self, data: &[u8]) -> Result<u64> {

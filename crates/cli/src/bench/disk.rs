@@ -5,6 +5,8 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Instant;
 
+use epochdb_storage::{DirectBuffer, RealStorage, Storage};
+
 /// The probe is written in 512 KiB writes.
 const PROBE_CHUNK_BYTES: usize = 512 << 10;
 
@@ -22,6 +24,22 @@ fn write_probe(path: &Path, chunks: usize) -> Result<f64, String> {
     Ok((chunks * chunk.len()) as f64 / 1e6 / started.elapsed().as_secs_f64())
 }
 
+/// As [`write_probe`], but past the page cache: through the storage seam's
+/// `write_direct_at` (`O_DIRECT` where the file system allows it), the way
+/// a store with direct I/O writes, then fdatasync.
+fn write_probe_direct(path: &Path, chunks: usize) -> Result<f64, String> {
+    let mut chunk = DirectBuffer::zeroed(PROBE_CHUNK_BYTES);
+    chunk.as_mut_slice().fill(0xa5);
+    let started = Instant::now();
+    let file = RealStorage::new().create(path).map_err(|e| e.to_string())?;
+    for i in 0..chunks {
+        file.write_direct_at((i * PROBE_CHUNK_BYTES) as u64, chunk.as_slice())
+            .map_err(|e| e.to_string())?;
+    }
+    file.sync().map_err(|e| e.to_string())?;
+    Ok((chunks * PROBE_CHUNK_BYTES) as f64 / 1e6 / started.elapsed().as_secs_f64())
+}
+
 /// The disk's sequential write bandwidth: 64 MiB in 512 KiB writes, then
 /// fsync, in MB/s.
 pub(crate) fn measure_write(root: &Path) -> Result<f64, String> {
@@ -32,11 +50,22 @@ pub(crate) fn measure_write(root: &Path) -> Result<f64, String> {
 }
 
 /// The disk's sequential write and cold read bandwidth, in MB/s: `mib`
-/// MiB written as [`measure_write`] does, dropped from the page cache
-/// (`posix_fadvise`), then read back in 4 MiB reads.
-pub(crate) fn measure_write_read(root: &Path, mib: usize) -> Result<(f64, f64), String> {
+/// MiB written as [`measure_write`] does (past the page cache if `direct`),
+/// dropped from the page cache (`posix_fadvise`), then read back in 4 MiB
+/// reads.
+pub(crate) fn measure_write_read(
+    root: &Path,
+    mib: usize,
+    direct: bool,
+) -> Result<(f64, f64), String> {
     let path = root.join("disk-probe");
-    let result = write_probe(&path, (mib << 20) / PROBE_CHUNK_BYTES).and_then(|write| {
+    let chunks = (mib << 20) / PROBE_CHUNK_BYTES;
+    let written = if direct {
+        write_probe_direct(&path, chunks)
+    } else {
+        write_probe(&path, chunks)
+    };
+    let result = written.and_then(|write| {
         let mut file =
             std::fs::File::open(&path).map_err(|e| format!("opening {}: {e}", path.display()))?;
         epochdb_fcc::evict_page_cache(&file)
