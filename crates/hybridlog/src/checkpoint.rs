@@ -423,6 +423,7 @@ pub(crate) fn write_index(
     dir: &Path,
     id: u64,
     index: &Index,
+    direct: bool,
 ) -> Result<u64> {
     let path = dir.join(index_name(id));
     let tmp = dir.join(format!("{}{}", index_name(id), epochdb_storage::TMP_SUFFIX));
@@ -436,6 +437,7 @@ pub(crate) fn write_index(
         INDEX_HEADER_BLOCK_BYTES as u64,
         "hybridlog-index",
         INDEX_WRITE_CHUNK_BYTES + block_bytes,
+        direct,
     );
     let mut buf = out.buffer();
     // Where the block being filled starts in `buf`, and its words so far.
@@ -529,6 +531,7 @@ impl<'s> SnapshotWriter<'s> {
         page_bits: u32,
         start: u64,
         end: u64,
+        direct: bool,
     ) -> Result<Self> {
         let tmp = dir.join(format!(
             "{}{}",
@@ -557,7 +560,7 @@ impl<'s> SnapshotWriter<'s> {
             dir: dir.to_path_buf(),
             version,
             tmp,
-            out: ChunkWriter::start(file, 0, "hybridlog-snapshot", SNAP_BUFFER_BYTES),
+            out: ChunkWriter::start(file, 0, "hybridlog-snapshot", SNAP_BUFFER_BYTES, direct),
             buf,
             written,
         })
@@ -715,7 +718,7 @@ mod tests {
         let disk = SimStorage::new(3);
         let dir = Path::new("/ix");
         disk.create_dir_all(dir).unwrap();
-        let bytes = write_index(&disk, dir, 7, &index).unwrap();
+        let bytes = write_index(&disk, dir, 7, &index, true).unwrap();
         let (words, overflow) = index.fuzzy_words();
         assert!(overflow > 0);
         assert_eq!(bytes, words.len() as u64 * 8);

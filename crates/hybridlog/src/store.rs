@@ -641,8 +641,13 @@ impl<F: Functions> Store<F> {
             // so the copy holds it or the replay from L_h is not needed for
             // it.
             self.epoch_barrier();
-            let words_bytes =
-                checkpoint::write_index(inner.storage.as_ref(), &inner.dir, id, &inner.index)?;
+            let words_bytes = checkpoint::write_index(
+                inner.storage.as_ref(),
+                &inner.dir,
+                id,
+                &inner.index,
+                inner.config.direct_io,
+            )?;
             let l_i = inner.log.tail_address();
             bytes += words_bytes;
             driver.index = Some(IndexCheckpoint { id, l_h, l_i });
@@ -807,6 +812,7 @@ impl<F: Functions> Store<F> {
             page_bits,
             start,
             l_e,
+            inner.config.direct_io,
         )?;
         let mut pieces = Vec::new();
         for (i, page) in (first_page..end_page).enumerate() {
