@@ -49,6 +49,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod direct;
 mod error;
 mod frame;
 mod latch;
@@ -58,6 +59,7 @@ mod scan;
 mod seam;
 mod sim;
 
+pub use direct::{DirectAppender, DirectBuffer, DIRECT_ALIGN};
 pub use error::{Op, Result, StorageError};
 pub use frame::{
     blocks, decode_block, encode_block, seal_block, Block, Blocks, CorruptReason, FrameError,
@@ -66,5 +68,5 @@ pub use frame::{
 pub use real::RealStorage;
 pub use replace::{replace_atomically, TMP_SUFFIX};
 pub use scan::{read_rest, scan_blocks, ScanEnd, SCAN_CHUNK_BYTES};
-pub use seam::{DirectBuffer, Storage, StorageFile, DIRECT_ALIGN};
+pub use seam::{Storage, StorageFile};
 pub use sim::{CrashMode, FaultKind, FaultOp, SimStorage};

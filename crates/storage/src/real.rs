@@ -6,9 +6,10 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use crate::direct::check_direct;
 use crate::error::{Op, Result, StorageError};
 use crate::latch::Latch;
-use crate::seam::{check_direct, Storage, StorageFile};
+use crate::seam::{Storage, StorageFile};
 
 /// Real files through `std::fs`. Paths are used as given.
 ///

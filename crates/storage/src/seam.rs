@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::Path;
 
+use crate::direct::check_direct;
 use crate::error::Result;
 
 /// A file system as epochdb sees it: a namespace of directories and files.
@@ -72,7 +73,8 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// allows it (`O_DIRECT` on Linux); elsewhere, and on a file system that
     /// refuses it (tmpfs), and on the simulated disk, as
     /// [`StorageFile::write_at`]. `offset`, `data.len()` and `data`'s
-    /// address must be multiples of [`DIRECT_ALIGN`] (see [`DirectBuffer`]),
+    /// address must be multiples of [`DIRECT_ALIGN`](crate::DIRECT_ALIGN) (see
+    /// [`DirectBuffer`](crate::DirectBuffer)),
     /// on every implementation, or the call fails with `InvalidInput` and
     /// writes nothing. Not durable until [`StorageFile::sync`].
     fn write_direct_at(&self, offset: u64, data: &[u8]) -> Result<()> {
@@ -99,73 +101,4 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// fails, the storage latches: see
     /// [`StorageError::PreviousIo`](crate::StorageError::PreviousIo).
     fn sync(&self) -> Result<()>;
-}
-
-/// What [`StorageFile::write_direct_at`] aligns to: the offset, the length
-/// and the buffer's address. 4 KiB: the logical block size of the disks
-/// and file systems we run on (and a multiple of the 512-byte sector).
-pub const DIRECT_ALIGN: usize = 4096;
-
-/// `InvalidInput` unless `offset`, `data.len()` and `data`'s address are
-/// multiples of [`DIRECT_ALIGN`].
-pub(crate) fn check_direct(path: &Path, offset: u64, data: &[u8]) -> Result<()> {
-    let align = DIRECT_ALIGN as u64;
-    let address = data.as_ptr() as usize as u64;
-    if offset.is_multiple_of(align)
-        && (data.len() as u64).is_multiple_of(align)
-        && address.is_multiple_of(align)
-    {
-        return Ok(());
-    }
-    Err(crate::StorageError::from_io(
-        crate::Op::Write,
-        path,
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!(
-                "a direct write needs offset {offset}, length {} and address {address:#x} \
-                 aligned to {align}",
-                data.len()
-            ),
-        ),
-    ))
-}
-
-/// A byte buffer whose contents start at a [`DIRECT_ALIGN`]-aligned
-/// address, for [`StorageFile::write_direct_at`]. Safe code: it keeps a
-/// `Vec` one alignment larger than asked and uses the aligned window.
-#[derive(Debug, Default)]
-pub struct DirectBuffer {
-    bytes: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl DirectBuffer {
-    /// A zeroed buffer of `len` bytes.
-    pub fn zeroed(len: usize) -> Self {
-        let bytes = vec![0u8; len + DIRECT_ALIGN];
-        let start = bytes.as_ptr().align_offset(DIRECT_ALIGN);
-        DirectBuffer { bytes, start, len }
-    }
-
-    /// Its length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it holds no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The bytes (aligned).
-    pub fn as_slice(&self) -> &[u8] {
-        &self.bytes[self.start..self.start + self.len]
-    }
-
-    /// The bytes (aligned), to fill.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.bytes[self.start..self.start + self.len]
-    }
 }

@@ -98,3 +98,38 @@ fn direct_buffers_are_aligned() {
         assert_eq!(buffer.len(), len);
     }
 }
+
+/// The appender: whatever the lengths appended, the file is the data and
+/// then zeros up to a block boundary; `trim` leaves exactly the data; a
+/// new appender over an existing file (its partial last block read back)
+/// goes on where the data ends.
+#[test]
+fn the_appender_writes_the_data_then_padding_and_trims_it() {
+    let disk = SimStorage::new(6);
+    let path = Path::new("/log");
+    let mut file = disk.create(path).unwrap();
+    file.append(b"header").unwrap();
+    let mut appender = epochdb_storage::DirectAppender::new(file.as_ref(), 6, 3 * 4096).unwrap();
+    let mut expected = b"header".to_vec();
+    for (i, len) in [1usize, 4089, 4096, 5000, 3 * 4096 + 17, 0, 12_000]
+        .into_iter()
+        .enumerate()
+    {
+        let data: Vec<u8> = (0..len).map(|b| (b * 13 + i) as u8).collect();
+        let at = appender.append(file.as_ref(), &data).unwrap();
+        assert_eq!(at, expected.len() as u64);
+        expected.extend_from_slice(&data);
+        assert_eq!(appender.len(), expected.len() as u64);
+        let on_disk = disk.read(path).unwrap();
+        assert_eq!(on_disk.len() % DIRECT_ALIGN, 0, "padded to a block");
+        assert_eq!(&on_disk[..expected.len()], &expected[..]);
+        assert!(on_disk[expected.len()..].iter().all(|&b| b == 0));
+    }
+    drop(appender);
+    let mut appender =
+        epochdb_storage::DirectAppender::new(file.as_ref(), expected.len() as u64, 4096).unwrap();
+    appender.append(file.as_ref(), b"more").unwrap();
+    expected.extend_from_slice(b"more");
+    appender.trim(file.as_mut()).unwrap();
+    assert_eq!(disk.read(path).unwrap(), expected);
+}

@@ -49,6 +49,10 @@ fn open(storage: &SimStorage, mode: DurabilityKind) -> Result<Database, String> 
             checkpoint_block_bytes: 4096,
             checkpoint_sync_bytes: 16 << 10,
             recovery_threads: 3,
+            // The loggers' two write paths: `log` appends through the page
+            // cache, `silor` writes direct (padded blocks, trimmed at a
+            // rotation); both must survive every crash.
+            direct_io: mode != DurabilityKind::Log,
             ..SilorOptions::default()
         },
         ..Config::default()

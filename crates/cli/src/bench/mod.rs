@@ -81,6 +81,10 @@ pub(crate) struct CommonArgs {
     /// (the engine's `Config::pin_threads`). Loading is not pinned.
     #[arg(long)]
     pin_threads: bool,
+    /// Loggers write through the page cache instead of past it (`O_DIRECT`
+    /// is the default where the file system allows it).
+    #[arg(long)]
+    buffered_io: bool,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -268,6 +272,7 @@ fn run_modes(
             seed: common.seed,
             check: common.check,
             pin_threads: common.pin_threads,
+            direct_io: !common.buffered_io,
         };
         let mut workload = make();
         runs.push(runner::run(workload.as_mut(), &spec)?);

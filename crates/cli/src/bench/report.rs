@@ -48,6 +48,8 @@ pub(crate) struct RunConfig {
     pub(crate) seed: u64,
     /// Workers pinned to cores of their own (`--pin-threads`).
     pub(crate) pin_threads: bool,
+    /// Logs written past the page cache (not `--buffered-io`).
+    pub(crate) direct_io: bool,
     pub(crate) latency_sample_every: u64,
     pub(crate) workload: BTreeMap<String, String>,
 }

@@ -46,6 +46,8 @@ pub(crate) struct RunSpec {
     pub(crate) check: bool,
     /// `Config::pin_threads`: workers on cores of their own.
     pub(crate) pin_threads: bool,
+    /// `SilorOptions::direct_io`: logs written past the page cache.
+    pub(crate) direct_io: bool,
 }
 
 /// An empty latency histogram (1 µs to 60 s, 3 significant figures).
@@ -99,6 +101,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         dirs: spec.dirs.clone(),
         silor: epochdb_engine::SilorOptions {
             checkpoint_interval: spec.checkpoint_interval,
+            direct_io: spec.direct_io,
             ..Default::default()
         },
         workers: spec.threads,
@@ -355,6 +358,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             epoch_ms: spec.epoch.as_secs_f64() * 1e3,
             seed: spec.seed,
             pin_threads: spec.pin_threads,
+            direct_io: spec.direct_io,
             latency_sample_every: LATENCY_SAMPLE_EVERY,
             workload: workload.settings().into_iter().collect(),
         },

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use epochdb_storage::{StorageError, StorageFile};
+use epochdb_storage::{DirectAppender, StorageError, StorageFile, DIRECT_ALIGN};
 use parking_lot::Mutex;
 
 use super::files::{free_old_data_name, replace_atomically, DATA_LOG, PEPOCH};
@@ -174,6 +174,8 @@ pub(crate) struct Logger {
     index: usize,
     dir: PathBuf,
     file: Box<dyn StorageFile>,
+    /// Appends past the page cache (`SilorOptions::direct_io`).
+    direct: Option<DirectAppender>,
     /// `data.log`'s sequence number (its header) and bytes appended.
     seq: u64,
     file_len: u64,
@@ -191,12 +193,14 @@ impl Logger {
         let dir = inner.dirs[index].clone();
         let seq = inner.epochs.current().max(inner.min_log_seq);
         let (file, file_len) = create_data_log(&inner, &dir, seq)?;
+        let direct = direct_appender(&inner, file.as_ref(), file_len)?;
         *inner.loggers[index].synced.lock() = SyncedLog { seq, len: file_len };
         Ok(Self {
             inner,
             index,
             dir,
             file,
+            direct,
             seq,
             file_len,
             file_first_epoch: None,
@@ -303,7 +307,14 @@ impl Logger {
         debug_assert!(buffer.len() > LOG_PREFIX_BYTES);
         let epoch = log_block_epoch(&buffer);
         seal_log_block(&mut buffer);
-        self.file.append(&buffer)?;
+        match &mut self.direct {
+            Some(direct) => {
+                direct.append(self.file.as_ref(), &buffer)?;
+            }
+            None => {
+                self.file.append(&buffer)?;
+            }
+        }
         self.file_len += buffer.len() as u64;
         self.unsynced = true;
         self.bytes_written += buffer.len() as u64;
@@ -330,15 +341,13 @@ impl Logger {
         if self.file_max_epoch < first + self.inner.options.rotate_epochs {
             return Ok(());
         }
-        if self.unsynced {
-            self.file.sync()?;
-            self.unsynced = false;
-        }
+        self.trim_and_sync()?;
         let storage = self.inner.storage.as_ref();
         let target = free_old_data_name(storage, &self.dir, self.file_max_epoch)?;
         storage.rename(&self.dir.join(DATA_LOG), &target)?;
         let seq = (self.seq + 1).max(self.inner.epochs.current());
         let (file, file_len) = create_data_log(&self.inner, &self.dir, seq)?;
+        self.direct = direct_appender(&self.inner, file.as_ref(), file_len)?;
         (self.file, self.seq, self.file_len) = (file, seq, file_len);
         *self.shared().synced.lock() = SyncedLog { seq, len: file_len };
         self.file_first_epoch = None;
@@ -349,6 +358,20 @@ impl Logger {
 
     /// Final sync on a clean stop.
     fn finish(&mut self) -> Result<(), StorageError> {
+        self.trim_and_sync()
+    }
+
+    /// Syncs `data.log` for good (before a rotation or a clean stop):
+    /// written directly, it first loses its padding, so a file that is
+    /// complete ends with its last block, as recovery expects of a rotated
+    /// file.
+    fn trim_and_sync(&mut self) -> Result<(), StorageError> {
+        if let Some(direct) = &self.direct {
+            if !self.file_len.is_multiple_of(DIRECT_ALIGN as u64) {
+                direct.trim(self.file.as_mut())?;
+                self.unsynced = true;
+            }
+        }
         if self.unsynced {
             self.file.sync()?;
             self.unsynced = false;
@@ -370,6 +393,20 @@ fn create_data_log(
     file.sync()?;
     inner.storage.sync_dir(dir)?;
     Ok((file, header.len() as u64))
+}
+
+/// The appender for a `data.log` of `len` bytes when the log is written
+/// past the page cache: each worker buffer becomes one direct write.
+fn direct_appender(
+    inner: &Inner,
+    file: &dyn StorageFile,
+    len: u64,
+) -> Result<Option<DirectAppender>, StorageError> {
+    if !inner.options.direct_io {
+        return Ok(None);
+    }
+    let capacity = inner.options.log_buffer_bytes + DIRECT_ALIGN;
+    DirectAppender::new(file, len, capacity).map(Some)
 }
 
 /// Runs a logger until stop, then a last cycle so everything handed over

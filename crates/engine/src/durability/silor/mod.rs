@@ -71,6 +71,12 @@ pub struct SilorOptions {
     pub checkpoint_sync_bytes: u64,
     /// Threads recovery uses in all (§5.2: every core). 0: one per core.
     pub recovery_threads: usize,
+    /// Loggers write `data.log` past the page cache (`O_DIRECT` where the
+    /// file system allows it), each buffer from the start of the 4 KiB
+    /// block the log ends in, padded with zeros to a block; the padding is
+    /// cut before a rotation or a clean stop, and after a crash recovery
+    /// treats it as the torn tail it is.
+    pub direct_io: bool,
 }
 
 impl Default for SilorOptions {
@@ -84,6 +90,7 @@ impl Default for SilorOptions {
             checkpoint_block_bytes: 256 << 10,
             checkpoint_sync_bytes: 32 << 20,
             recovery_threads: 0,
+            direct_io: true,
         }
     }
 }
