@@ -7,6 +7,9 @@
 //! * [`SimStorage`]: a simulated disk that keeps what was synced apart from
 //!   what was only written, and can crash, tear the last write, fail a write
 //!   or sync with EIO or ENOSPC, and flip bits. Deterministic from a seed.
+//! * [`StorageFile::write_direct_at`], [`DirectBuffer`], [`DirectAppender`]:
+//!   writes past the page cache (`O_DIRECT` where the file system allows
+//!   it), 4 KiB-aligned on every implementation.
 //! * [`encode_block`] / [`decode_block`]: the block framing every on-disk
 //!   format uses (magic, version, kind, length, CRC32C), whose decoder tells
 //!   a torn tail from corruption.
