@@ -142,6 +142,11 @@ fn open_database(settings: &Settings) -> Result<(Database, Keyspace), ServeError
             // SiloR renames data.log every 100 epochs (4 s at its 40 ms);
             // with a server's short epochs keep the same ~4 s per file.
             rotate_epochs: (4_000 / settings.epoch_interval.as_millis().max(1) as u64).max(100),
+            // Through the page cache: at a server's 1 ms epochs each logger
+            // writes a few small buffers per epoch, and direct writes wait
+            // on the disk one by one; durable SETs ran at about 0.65× of
+            // buffered here (BENCHMARKS.md, "The server against Redis").
+            direct_io: false,
             ..SilorOptions::default()
         },
         ..Config::default()
