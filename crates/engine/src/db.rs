@@ -127,7 +127,7 @@ impl Database {
             &config.dirs[0],
             config.wal.clone(),
             config.storage.is_none(),
-            config.silor.recovery_threads(),
+            (config.silor.recovery_threads(), &config.point_index),
         )?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
@@ -143,6 +143,7 @@ impl Database {
             &config.dirs,
             config.silor.recovery_threads(),
             config.storage.is_none(),
+            &config.point_index,
         )?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
@@ -239,10 +240,11 @@ impl Database {
         let count = self.shared.tables.read().len();
         let id = TableId(u32::try_from(count).expect("too many tables"));
         self.shared.durability.table_created(id, name)?;
-        self.shared
-            .tables
-            .write()
-            .push(Arc::new(Table::new(id, name.to_owned())));
+        self.shared.tables.write().push(Arc::new(Table::new(
+            id,
+            name.to_owned(),
+            self.shared.config.point_index.covers(name),
+        )));
         names.insert(name.to_owned(), id);
         self.shared.tables_version.fetch_add(1, Ordering::Release);
         Ok(id)

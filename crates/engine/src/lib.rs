@@ -25,7 +25,7 @@ mod tid;
 mod txn;
 mod worker;
 
-pub use config::{Config, DEFAULT_EPOCH_INTERVAL, DEFAULT_MAX_WORKERS};
+pub use config::{Config, PointIndexes, DEFAULT_EPOCH_INTERVAL, DEFAULT_MAX_WORKERS};
 pub use db::Database;
 pub use durability::{DurabilityKind, RecoveryReport, SilorOptions, WalLogKind, WalOptions};
 pub use error::{Abort, DurabilityError, OpenError, TxError};

@@ -1,6 +1,8 @@
 //! Tables: a name and an ordered concurrent index from byte-string keys to
 //! records (our OLC B+-tree, `crate::index`; BENCHMARKS.md compares it with
-//! scc's `TreeIndex`, which it replaced).
+//! scc's `TreeIndex`, which it replaced), with an optional hash index beside
+//! it for point reads (`crate::index::PointIndex`, kept a subset of the
+//! tree: see its module comment).
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use epochdb_epoch::EpochHandle;
 
 use crate::blob::free_blob;
-use crate::index::{free_leaf, InsertedInto, LeafVersion, Tree};
+use crate::index::{free_leaf, InsertedInto, LeafVersion, PointIndex, Tree};
 use crate::record::{free_record, RecordRef};
-use crate::tid::{tid_of, Tid, ABSENT_BIT};
+use crate::tid::{tid_of, Tid, ABSENT_BIT, LOCK_BIT};
 
 /// Identifies a table within one database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -27,6 +29,8 @@ pub(crate) struct Table {
     pub(crate) id: TableId,
     pub(crate) name: String,
     index: Tree,
+    /// Short keys → the same record words as `index` (`Config::point_index`).
+    point: Option<PointIndex>,
     /// The largest TID of a deleted record unlinked from this table. A key
     /// re-inserted after its record left the index starts a new record, so
     /// its first TID must be ordered after the delete by this floor instead
@@ -38,11 +42,12 @@ pub(crate) struct Table {
 /// their whole transaction and commit): the index frees removed keys'
 /// memory through the epoch framework.
 impl Table {
-    pub(crate) fn new(id: TableId, name: String) -> Self {
+    pub(crate) fn new(id: TableId, name: String, point_index: bool) -> Self {
         Self {
             id,
             name,
             index: Tree::new(),
+            point: point_index.then(PointIndex::new),
             unlinked_floor: AtomicU64::new(0),
         }
     }
@@ -50,13 +55,27 @@ impl Table {
     /// The record for `key`, or the leaf version proving it is missing.
     #[inline]
     pub(crate) fn lookup(&self, key: &[u8]) -> Result<RecordRef, LeafVersion> {
+        if let Some(word) = self.point.as_ref().and_then(|point| point.get(key)) {
+            return Ok(RecordRef::from_word(word));
+        }
         self.index.get(key).map(RecordRef::from_word)
     }
 
-    /// Inserts `record` for `key`; `None` if the key is already indexed.
+    /// Inserts `record`, which must be a locked placeholder, for `key`;
+    /// `None` if the key is already indexed.
     #[inline]
     pub(crate) fn insert(&self, key: &[u8], record: RecordRef) -> Option<InsertedInto> {
-        self.index.insert(key, record.to_word())
+        debug_assert!(
+            record.get().word() & LOCK_BIT != 0,
+            "only locked placeholders enter an index"
+        );
+        let inserted = self.index.insert(key, record.to_word())?;
+        // After the tree, under the record's lock: the point index stays a
+        // subset of the tree.
+        if let Some(point) = &self.point {
+            point.insert(key, record.to_word());
+        }
+        Some(inserted)
     }
 
     /// The floor for TIDs of records inserted into this table (see
@@ -73,13 +92,22 @@ impl Table {
         self.unlinked_floor.fetch_max(tid.raw(), Ordering::AcqRel);
     }
 
-    /// Removes `key` if it still maps to `record`.
+    /// Removes `key` if it still maps to `record`, which the caller has
+    /// locked.
     pub(crate) fn remove_if_is(
         &self,
         key: &[u8],
         record: RecordRef,
         handle: &mut EpochHandle,
     ) -> bool {
+        debug_assert!(
+            record.get().word() & LOCK_BIT != 0,
+            "only locked records leave an index"
+        );
+        // Before the tree: the point index stays a subset of it.
+        if let Some(point) = &self.point {
+            point.remove_if_is(key, record.to_word());
+        }
         let removed = self.index.remove_if(key, |value| value == record.to_word());
         if let Some(copy) = removed.key_copy {
             // SAFETY: the key copy just left the index; concurrent readers

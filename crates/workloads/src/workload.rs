@@ -1,7 +1,7 @@
 //! What every workload offers a benchmark or a test: a loader and clients
 //! that run one transaction at a time on a worker.
 
-use epochdb_engine::{Database, Ticket, TxError, Worker};
+use epochdb_engine::{Database, PointIndexes, Ticket, TxError, Worker};
 
 /// The result of one client step.
 #[derive(Debug)]
@@ -33,6 +33,12 @@ pub trait Workload: Send + Sync {
     /// A client for thread `thread` of `threads`, seeded with `seed`.
     /// Must be called after `load`.
     fn client(&self, thread: usize, threads: usize, seed: u64) -> Box<dyn Client>;
+
+    /// The tables that should keep a point-read hash index
+    /// (`Config::point_index`); the default is every table.
+    fn point_indexes(&self) -> PointIndexes {
+        PointIndexes::All
+    }
 
     /// Checks the workload's consistency conditions on `db` (TPC-C's
     /// §3.3.2); the default has none.

@@ -85,6 +85,11 @@ pub(crate) struct CommonArgs {
     /// is the default where the file system allows it).
     #[arg(long)]
     buffered_io: bool,
+    /// Point reads through the B+-tree only: no hash index beside it (the
+    /// engine's `Config::point_index`; by default the workload's
+    /// read-mostly tables keep one).
+    #[arg(long)]
+    no_point_index: bool,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -273,6 +278,7 @@ fn run_modes(
             check: common.check,
             pin_threads: common.pin_threads,
             direct_io: !common.buffered_io,
+            point_index: !common.no_point_index,
         };
         let mut workload = make();
         runs.push(runner::run(workload.as_mut(), &spec)?);

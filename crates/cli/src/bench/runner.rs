@@ -14,7 +14,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use epochdb_engine::{Config, Database, DurabilityKind, Ticket};
+use epochdb_engine::{Config, Database, DurabilityKind, PointIndexes, Ticket};
 use epochdb_workloads::{Outcome, Workload};
 use hdrhistogram::Histogram;
 
@@ -48,6 +48,9 @@ pub(crate) struct RunSpec {
     pub(crate) pin_threads: bool,
     /// `SilorOptions::direct_io`: logs written past the page cache.
     pub(crate) direct_io: bool,
+    /// Point-read hash indexes on the workload's chosen tables
+    /// (`Workload::point_indexes`); off with `--no-point-index`.
+    pub(crate) point_index: bool,
 }
 
 /// An empty latency histogram (1 µs to 60 s, 3 significant figures).
@@ -108,6 +111,11 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         epoch_interval: spec.epoch,
         max_workers: (spec.threads + spec.load_threads + 8).max(64),
         pin_threads: spec.pin_threads,
+        point_index: if spec.point_index {
+            workload.point_indexes()
+        } else {
+            PointIndexes::None
+        },
         ..Config::default()
     };
     let db = Database::open(config).map_err(|e| format!("opening the database: {e}"))?;

@@ -1,10 +1,13 @@
 //! The ordered concurrent index behind every table: a B+-tree with
 //! optimistic lock coupling over byte-string keys (see `tree`), whose
-//! nodes compare 8-byte key heads as integers (see `key`).
+//! nodes compare 8-byte key heads as integers (see `key`); and beside it,
+//! optionally, a hash index for point reads of short keys (see `point`).
 
 mod key;
+mod point;
 mod tree;
 
+pub(crate) use point::PointIndex;
 pub(crate) use tree::{free_leaf, InsertedInto, LeafVersion, Tree};
 
 #[cfg(test)]

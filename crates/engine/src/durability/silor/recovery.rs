@@ -28,6 +28,7 @@ use super::format::{
     PEPOCH_MAGIC,
 };
 use super::reader::{read_rest, scan_blocks, ScanEnd};
+use crate::config::PointIndexes;
 use crate::error::DurabilityError;
 use crate::table::{Table, TableId};
 use crate::tid::Tid;
@@ -154,12 +155,14 @@ fn block_error(path: &Path, error: BlockError) -> DurabilityError {
     }
 }
 
-/// Recovers the database stored in `dirs` (creating them if new).
+/// Recovers the database stored in `dirs` (creating them if new), into
+/// tables with a point index when `point_index` (`Config::point_index`).
 pub(crate) fn recover(
     storage: &dyn Storage,
     dirs: &[PathBuf],
     threads: usize,
     lock_real_dirs: bool,
+    point_index: &PointIndexes,
 ) -> Result<Recovered, DurabilityError> {
     let started = Instant::now();
     for dir in dirs {
@@ -211,7 +214,13 @@ pub(crate) fn recover(
     let tables: Vec<Arc<Table>> = names
         .iter()
         .enumerate()
-        .map(|(id, name)| Arc::new(Table::new(TableId(id as u32), name.clone())))
+        .map(|(id, name)| {
+            Arc::new(Table::new(
+                TableId(id as u32),
+                name.clone(),
+                point_index.covers(name),
+            ))
+        })
         .collect();
     let mut report = RecoveryReport {
         persistent_epoch: e_p,

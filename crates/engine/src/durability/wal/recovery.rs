@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use super::format::{decode, DecodeError, Record, KIND_COMMIT, KIND_PART, KIND_TABLE};
 
 use super::WAL_SUBDIR;
+use crate::config::PointIndexes;
 use crate::durability::silor::{
     create_dir_durably, load_checkpoint, lock_dirs, read_meta, remove_strays,
 };
@@ -46,13 +47,14 @@ pub(crate) struct Recovered {
     pub(crate) next_checkpoint_id: u64,
 }
 
-/// Recovers the database in `dir` (creating it if new).
+/// Recovers the database in `dir` (creating it if new), into tables with a
+/// point index when `point_index` (`Config::point_index`).
 pub(crate) fn recover(
     storage: Arc<dyn Storage>,
     dir: &Path,
     options: WalOptions,
     lock_real_dir: bool,
-    threads: usize,
+    (threads, point_index): (usize, &PointIndexes),
 ) -> Result<Recovered, DurabilityError> {
     let threads = threads.max(1);
     let started = Instant::now();
@@ -96,7 +98,11 @@ pub(crate) fn recover(
                     meta.id
                 )));
             }
-            tables.push(Arc::new(Table::new(TableId(*id), name.clone())));
+            tables.push(Arc::new(Table::new(
+                TableId(*id),
+                name.clone(),
+                point_index.covers(name),
+            )));
         }
         let loaded = Instant::now();
         max_epoch = load_checkpoint(
@@ -119,7 +125,7 @@ pub(crate) fn recover(
         options.clone(),
         replay_from,
         &mut tables,
-        (threads, &manager),
+        (threads, &manager, point_index),
     )?;
     max_epoch = max_epoch.max(replayed.max_epoch);
     let transactions = replayed.transactions;
@@ -273,7 +279,7 @@ fn replay_streaming(
     options: WalOptions,
     replay_from: u64,
     tables: &mut Vec<Arc<Table>>,
-    (threads, manager): (usize, &EpochManager),
+    (threads, manager, point_index): (usize, &EpochManager, &PointIndexes),
 ) -> Result<(Wal, epochdb_wal::RecoveredLog, Replayed), DurabilityError> {
     let shared = ReplayShared {
         manager,
@@ -346,7 +352,8 @@ fn replay_streaming(
                         };
                         if id as usize == tables.len() {
                             send(&mut batch, &snapshot);
-                            tables.push(Arc::new(Table::new(TableId(id), name)));
+                            let point = point_index.covers(&name);
+                            tables.push(Arc::new(Table::new(TableId(id), name, point)));
                             snapshot = tables.as_slice().into();
                         } else if tables.get(id as usize).is_none_or(|t| t.name != name) {
                             return Err(at(format!(
