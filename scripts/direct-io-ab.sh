@@ -14,6 +14,7 @@ bin=${EPOCHDB:-target/release/epochdb}
 
 quiet() {
   # Up to 120 s: until the machine is at least 90% idle over one second.
+  local u n s i w q sq st t1 t2 i1 i2
   for _ in $(seq 120); do
     read -r _ u n s i w q sq st _ < /proc/stat; t1=$((u+n+s+i+w+q+sq+st)); i1=$i
     sleep 1

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use epochdb_engine::durability::{RecoveryReport, SilorOptions};
-use epochdb_engine::{Config, Database, DurabilityKind};
+use epochdb_engine::{Config, Database, DurabilityKind, PointIndexes};
 use serde::Serialize;
 
 /// The file every `log`/`silor` database has in its first directory from
@@ -33,6 +33,11 @@ pub(crate) struct RecoverArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Recover into tables without the point-read hash index (the engine's
+    /// `Config::point_index`; by default every table gets one, and loading
+    /// fills it).
+    #[arg(long)]
+    no_point_index: bool,
 }
 
 /// The JSON report: DESIGN.md's fields first, then the details.
@@ -78,6 +83,11 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
         silor: SilorOptions {
             recovery_threads: threads,
             ..SilorOptions::default()
+        },
+        point_index: if args.no_point_index {
+            PointIndexes::None
+        } else {
+            PointIndexes::All
         },
         ..Config::default()
     };

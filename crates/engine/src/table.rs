@@ -12,7 +12,7 @@ use epochdb_epoch::EpochHandle;
 use crate::blob::free_blob;
 use crate::index::{free_leaf, InsertedInto, LeafVersion, PointIndex, Tree};
 use crate::record::{free_record, RecordRef};
-use crate::tid::{tid_of, Tid, ABSENT_BIT, LOCK_BIT};
+use crate::tid::{tid_of, Tid, ABSENT_BIT, LOCK_BIT, UNLINKED_BIT};
 
 /// Identifies a table within one database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,9 +55,41 @@ impl Table {
     /// The record for `key`, or the leaf version proving it is missing.
     #[inline]
     pub(crate) fn lookup(&self, key: &[u8]) -> Result<RecordRef, LeafVersion> {
-        if let Some(word) = self.point.as_ref().and_then(|point| point.get(key)) {
+        let Some(point) = &self.point else {
+            return self.index.get(key).map(RecordRef::from_word);
+        };
+        if let Some(word) = point.get(key) {
             return Ok(RecordRef::from_word(word));
         }
+        let found = self.index.get(key).map(RecordRef::from_word);
+        if let Ok(record) = found {
+            Self::fill(point, key, record);
+        }
+        found
+    }
+
+    /// Adds a record a read found in the tree to the point index, if its
+    /// lock is free right now (a held lock is a commit or an insert in
+    /// flight; a later read fills it) and it has not been unlinked. Under
+    /// the lock, not unlinked means still in the tree under `key`.
+    #[cold]
+    fn fill(point: &PointIndex, key: &[u8], record: RecordRef) {
+        if !PointIndex::covers(key) {
+            return;
+        }
+        let r = record.get();
+        if r.try_lock(0) {
+            if r.word() & UNLINKED_BIT == 0 {
+                point.insert(key, record.to_word());
+            }
+            r.unlock();
+        }
+    }
+
+    /// The tree's record for `key`, leaving the point index alone
+    /// (recovery).
+    #[inline]
+    fn lookup_in_tree(&self, key: &[u8]) -> Result<RecordRef, LeafVersion> {
         self.index.get(key).map(RecordRef::from_word)
     }
 
@@ -179,7 +211,8 @@ impl Table {
         loop {
             if try_insert {
                 let record = RecordRef::new_placeholder(value.map_or(0, <[u8]>::len));
-                if self.insert(key, record).is_some() {
+                // The tree alone: reads fill the point index later.
+                if self.index.insert(key, record.to_word()).is_some() {
                     record.get().install_and_unlock(tid, value, handle);
                     return true;
                 }
@@ -188,7 +221,7 @@ impl Table {
                 // SAFETY: fresh, unreachable, freed once.
                 unsafe { free_record(record.as_ptr().cast()) };
             }
-            match self.lookup(key) {
+            match self.lookup_in_tree(key) {
                 Ok(record) => {
                     let r = record.get();
                     if tid_of(r.word()) >= tid {

@@ -4,13 +4,15 @@
 //! and an insert of another in one transaction, so records are unlinked and
 //! keys re-inserted all the time — while transfers and audits find them by
 //! point reads only. Every committed audit must see each account exactly
-//! once and the initial total.
+//! once and the initial total. Once on a fresh database (the index filled
+//! by inserts) and once on a recovered one (recovery fills the tree alone;
+//! reads fill the index).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use epochdb_engine::{Config, Database, PointIndexes, TableId, Transaction};
+use epochdb_engine::{Config, Database, DurabilityKind, PointIndexes, TableId, Transaction};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 const SLOTS: u64 = 48;
@@ -49,13 +51,17 @@ fn occupied(
     Ok(found)
 }
 
-fn run(point_index: PointIndexes) -> (u64, u64) {
-    let db = Database::open(Config {
+fn config(point_index: PointIndexes) -> Config {
+    Config {
         epoch_interval: Duration::from_millis(2),
         point_index,
         ..Config::default()
-    })
-    .unwrap();
+    }
+}
+
+/// Opens `config`'s database and puts the accounts in their first slots.
+fn loaded(config: Config) -> (Database, TableId) {
+    let db = Database::open(config).unwrap();
     let table = db.create_table("slots").unwrap();
     let mut loader = db.worker().unwrap();
     let _ticket = loader
@@ -66,8 +72,10 @@ fn run(point_index: PointIndexes) -> (u64, u64) {
             Ok(())
         })
         .unwrap();
-    drop(loader);
+    (db, table)
+}
 
+fn run((db, table): (Database, TableId)) -> (u64, u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let (moves, audits) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut threads = Vec::new();
@@ -154,13 +162,29 @@ fn run(point_index: PointIndexes) -> (u64, u64) {
 
 #[test]
 fn accounts_hopping_between_keys_are_seen_once_by_point_reads() {
-    let (moves, audits) = run(PointIndexes::All);
+    let (moves, audits) = run(loaded(config(PointIndexes::All)));
     assert!(moves > 100, "only {moves} moves committed");
     assert!(audits > 10, "only {audits} audits committed");
 }
 
 #[test]
 fn the_same_holds_through_the_tree_alone() {
-    let (moves, audits) = run(PointIndexes::None);
+    let (moves, audits) = run(loaded(config(PointIndexes::None)));
+    assert!(moves > 100 && audits > 10, "{moves} moves, {audits} audits");
+}
+
+#[test]
+fn the_same_holds_after_recovery_with_the_index_filled_by_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let durable = Config {
+        durability: DurabilityKind::Silor,
+        dirs: vec![dir.path().to_path_buf()],
+        ..config(PointIndexes::All)
+    };
+    // Dropping the database makes the load durable.
+    drop(loaded(durable.clone()));
+    let db = Database::open(durable).unwrap();
+    let table = db.table("slots").expect("recovered");
+    let (moves, audits) = run((db, table));
     assert!(moves > 100 && audits > 10, "{moves} moves, {audits} audits");
 }
