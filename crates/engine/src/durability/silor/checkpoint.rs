@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use epochdb_epoch::{EpochHandle, EpochManager};
-use epochdb_storage::{Storage, StorageError, StorageFile};
+use epochdb_storage::{DirectAppender, Storage, StorageError, StorageFile, DIRECT_ALIGN};
 use parking_lot::{Condvar, Mutex};
 
 use super::files::{
@@ -423,6 +423,14 @@ fn remove_old_checkpoints(inner: &dyn CheckpointHost, installed: u64) -> Result<
     Ok(())
 }
 
+/// A checkpoint file being written: through the page cache, or past it
+/// (`SilorOptions::direct_io`) with the appender that pads each write to
+/// whole blocks until the padding is trimmed.
+struct CkptFile {
+    file: Box<dyn StorageFile>,
+    direct: Option<DirectAppender>,
+}
+
 /// One checkpointer: one directory, `m` files per table.
 struct Checkpointer<'a> {
     inner: &'a dyn CheckpointHost,
@@ -484,7 +492,11 @@ impl<'a> Checkpointer<'a> {
             }
             let mut files = self.create_files(table.id.0)?;
             self.walk(table, lo, hi, &mut files, control)?;
-            for file in &files {
+            for file in &mut files {
+                if let Some(direct) = &file.direct {
+                    direct.trim(file.file.as_mut())?;
+                }
+                let file = &file.file;
                 file.sync()?;
                 let name = file
                     .path()
@@ -502,11 +514,19 @@ impl<'a> Checkpointer<'a> {
         })
     }
 
-    fn create_files(&self, table: u32) -> Result<Vec<Box<dyn StorageFile>>, StorageError> {
+    fn create_files(&self, table: u32) -> Result<Vec<CkptFile>, StorageError> {
+        let options = self.inner.options();
         (0..self.m)
             .map(|j| {
                 let path: PathBuf = self.dir.join(ckpt_file_name(self.id, table, j));
-                create_fresh(self.inner, &path)
+                let file = create_fresh(self.inner, &path)?;
+                let direct = if options.direct_io {
+                    let capacity = options.checkpoint_block_bytes + DIRECT_ALIGN;
+                    Some(DirectAppender::new(file.as_ref(), 0, capacity)?)
+                } else {
+                    None
+                };
+                Ok(CkptFile { file, direct })
             })
             .collect()
     }
@@ -518,7 +538,7 @@ impl<'a> Checkpointer<'a> {
         table: &Table,
         lo: Option<Vec<u8>>,
         hi: Option<Vec<u8>>,
-        files: &mut [Box<dyn StorageFile>],
+        files: &mut [CkptFile],
         control: &Control,
     ) -> Result<(), CheckpointError> {
         let mut next_file = 0;
@@ -583,7 +603,7 @@ impl<'a> Checkpointer<'a> {
     /// round-robin order; syncs every `checkpoint_sync_bytes`.
     fn emit(
         &mut self,
-        files: &mut [Box<dyn StorageFile>],
+        files: &mut [CkptFile],
         next_file: &mut usize,
         table: u32,
     ) -> Result<(), StorageError> {
@@ -591,14 +611,22 @@ impl<'a> Checkpointer<'a> {
             return Ok(());
         }
         seal_ckpt_block(&mut self.block);
-        files[*next_file].append(&self.block)?;
+        let target = &mut files[*next_file];
+        match &mut target.direct {
+            Some(direct) => {
+                direct.append(target.file.as_ref(), &self.block)?;
+            }
+            None => {
+                target.file.append(&self.block)?;
+            }
+        }
         *next_file = (*next_file + 1) % files.len();
         let len = self.block.len() as u64;
         self.unsynced += len;
         self.bytes += len;
         if self.unsynced >= self.inner.options().checkpoint_sync_bytes {
             for file in files.iter() {
-                file.sync()?;
+                file.file.sync()?;
             }
             self.unsynced = 0;
         }

@@ -78,7 +78,9 @@ pub struct SilorOptions {
     /// treats it as the torn tail it is. Measured better at SiloR's 40 ms
     /// epochs (large buffers); worse at a server's 1 ms epochs, where
     /// small direct writes wait on the disk one by one (`serve` turns it
-    /// off).
+    /// off). Checkpoint files are written the same way (each block one
+    /// direct write, the padding cut before the file is synced for good),
+    /// so a checkpoint does not fill the page cache either.
     pub direct_io: bool,
 }
 
