@@ -12,16 +12,8 @@
 set -euo pipefail
 bin=${EPOCHDB:-target/release/epochdb}
 
-quiet() {
-  # Up to 120 s: until the machine is at least 90% idle over one second.
-  local u n s i w q sq st t1 t2 i1 i2
-  for _ in $(seq 120); do
-    read -r _ u n s i w q sq st _ < /proc/stat; t1=$((u+n+s+i+w+q+sq+st)); i1=$i
-    sleep 1
-    read -r _ u n s i w q sq st _ < /proc/stat; t2=$((u+n+s+i+w+q+sq+st)); i2=$i
-    [ $(( (i2 - i1) * 100 / (t2 - t1) )) -ge 90 ] && return 0
-  done
-}
+# shellcheck source=scripts/quiet.sh
+source "$(dirname "$0")/quiet.sh"
 
 what=$1; shift
 if [ "$what" = hybridlog ]; then keys=$1; shift; fi

@@ -15,15 +15,8 @@ silo=${SILO:?set SILO to Silo\'s dbtest binary}
 threads=$1; rounds=$2; shift 2
 whats=("$@"); [ ${#whats[@]} = 0 ] && whats=(ycsb10m ycsb1m tpcc)
 
-quiet() {
-  local _x u n s i w q sq st t1 t2 i1 i2
-  for _ in $(seq 120); do
-    read -r _x u n s i w q sq st _x < /proc/stat; t1=$((u+n+s+i+w+q+sq+st)); i1=$i
-    sleep 1
-    read -r _x u n s i w q sq st _x < /proc/stat; t2=$((u+n+s+i+w+q+sq+st)); i2=$i
-    [ $(( (i2 - i1) * 100 / (t2 - t1) )) -ge 90 ] && return 0
-  done
-}
+# shellcheck source=scripts/quiet.sh
+source "$(dirname "$0")/quiet.sh"
 ours() {
   local label=$1; shift
   quiet
