@@ -127,7 +127,8 @@ impl Database {
             &config.dirs[0],
             config.wal.clone(),
             config.storage.is_none(),
-            (config.silor.recovery_threads(), &config.point_index),
+            config.silor.recovery_threads(),
+            &config.point_index,
         )?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));

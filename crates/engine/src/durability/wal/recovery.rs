@@ -54,7 +54,8 @@ pub(crate) fn recover(
     dir: &Path,
     options: WalOptions,
     lock_real_dir: bool,
-    (threads, point_index): (usize, &PointIndexes),
+    threads: usize,
+    point_index: &PointIndexes,
 ) -> Result<Recovered, DurabilityError> {
     let threads = threads.max(1);
     let started = Instant::now();
