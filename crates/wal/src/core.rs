@@ -63,15 +63,18 @@ pub(crate) struct Core {
     state: AtomicU8,
     failure: parking_lot::Mutex<Option<WalError>>,
     pub(crate) tracker: Tracker,
-    pub(crate) counters: Counters,
+    pub(crate) counters: CachePadded<Counters>,
     /// Rung by database threads once an entry is in the ring: the worker
     /// sleeps on it when nothing is reserved beyond SBL.
-    pub(crate) worker_bell: Bell,
+    /// Each bell on a cache line of its own: every append loads
+    /// `worker_bell`'s sleeper count, which must not share a line that the
+    /// worker or the flusher writes (the counters, the other bells).
+    pub(crate) worker_bell: CachePadded<Bell>,
     /// Rung when SBL moves: the flusher sleeps on it.
-    pub(crate) flusher_bell: Bell,
+    pub(crate) flusher_bell: CachePadded<Bell>,
     /// Rung when SDL moves: threads waiting for space or durability sleep
     /// on it.
-    pub(crate) sdl_bell: Bell,
+    pub(crate) sdl_bell: CachePadded<Bell>,
 }
 
 impl Core {
@@ -97,10 +100,10 @@ impl Core {
             state: AtomicU8::new(RUNNING),
             failure: parking_lot::Mutex::new(None),
             tracker,
-            counters: Counters::default(),
-            worker_bell: Bell::new(),
-            flusher_bell: Bell::new(),
-            sdl_bell: Bell::new(),
+            counters: CachePadded::new(Counters::default()),
+            worker_bell: CachePadded::new(Bell::new()),
+            flusher_bell: CachePadded::new(Bell::new()),
+            sdl_bell: CachePadded::new(Bell::new()),
         }
     }
 

@@ -38,6 +38,14 @@ pub struct WalOptions {
     /// A log file is closed and a new one started at the first flush
     /// boundary after it reaches this size.
     pub file_max_bytes: u64,
+    /// After a pass that advanced SBL by less than an I/O unit, the ELEDA
+    /// worker sleeps this many microseconds before the next, so that
+    /// entries accumulate and it reads them in batches rather than one
+    /// cache miss at a time, and leaves its core to the flusher. It adds
+    /// at most this (plus the OS's timer slack) to the time an entry waits
+    /// for SBL. 0: the worker polls continuously (spinning, then yielding,
+    /// then sleeping on a bell while nothing is reserved).
+    pub worker_pace_us: u64,
 }
 
 impl Default for WalOptions {
@@ -48,6 +56,7 @@ impl Default for WalOptions {
             buffer_bytes: 32 << 20,
             hop_shift: 22,
             file_max_bytes: 256 << 20,
+            worker_pace_us: 20,
         }
     }
 }

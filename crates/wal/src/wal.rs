@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use epochdb_storage::Storage;
 
@@ -274,15 +275,33 @@ fn worker_main(core: &Core, start: Lsn) {
         // writer rings once it is in), or the log stopped.
         core.next_lsn.load(Acquire) > core.sbl.load(Relaxed) || core.is_stopped()
     };
+    let pace = Duration::from_micros(core.options.worker_pace_us);
+    let unit = core.options.io_unit_bytes as u64;
+    // After a pass that moved SBL by less than an I/O unit, nap before the
+    // next one (`WalOptions::worker_pace_us`): the entries of the next
+    // pass accumulate meanwhile, so the worker reads the database threads'
+    // fresh nodes and counters in batches instead of pulling each entry's
+    // cache lines across cores as it lands, and it leaves its core to the
+    // flusher. Measured at 1 database thread on 2 cores: a worker polling
+    // continuously starved the flusher (the ring filled, commit p50 2 ms
+    // on the null device) and cost the database thread a cache miss per
+    // entry; BENCHMARKS.md has the figures.
+    let nap = |moved: u64| {
+        if !pace.is_zero() && moved < unit {
+            std::thread::sleep(pace);
+        }
+    };
     match &core.tracker {
         Tracker::Grasshopper(gh) => {
             let mut worker = GhWorker::new(start);
             loop {
+                let before = worker.sbl();
                 if worker.advance(gh, &core.sbl) {
                     core.flusher_bell.ring();
                     core.counters.hop_bytes.store(worker.hop_bytes, Relaxed);
                     core.counters.crawl_bytes.store(worker.crawl_bytes, Relaxed);
                     backoff.reset();
+                    nap(worker.sbl() - before);
                 } else if core.is_stopped() {
                     return;
                 } else {
@@ -293,9 +312,11 @@ fn worker_main(core: &Core, start: Lsn) {
         Tracker::Bitmap(bitmap) => {
             let mut worker = BitmapWorker::new(start);
             loop {
+                let before = core.sbl.load(Relaxed);
                 if worker.advance(bitmap, &core.ring, &core.sbl) {
                     core.flusher_bell.ring();
                     backoff.reset();
+                    nap(core.sbl.load(Relaxed) - before);
                 } else if core.is_stopped() {
                     return;
                 } else {

@@ -12,14 +12,20 @@ use std::sync::Arc;
 
 use common::*;
 use epochdb_storage::SimStorage;
-use epochdb_wal::{LogKind, Wal};
+use epochdb_wal::{LogKind, Wal, WalOptions};
 
 const THREADS: u32 = 4;
 const PER_THREAD: u32 = 1500;
 
+/// Odd seeds run the worker paced (`worker_pace_us`: it naps between
+/// passes that moved little), even seeds polling continuously.
 fn run(kind: LogKind, seed: u64) {
     let disk = Arc::new(SimStorage::new(seed));
-    let (wal, rec) = Wal::open(disk.clone(), "/db/wal", small_options(kind)).unwrap();
+    let options = WalOptions {
+        worker_pace_us: seed % 2 * 20,
+        ..small_options(kind)
+    };
+    let (wal, rec) = Wal::open(disk.clone(), "/db/wal", options.clone()).unwrap();
     assert!(rec.entries.is_empty());
     let acks: Vec<Acks> = (0..THREADS).map(|_| Acks::default()).collect();
     std::thread::scope(|s| {
@@ -46,7 +52,7 @@ fn run(kind: LogKind, seed: u64) {
             );
         }
     }
-    let (_wal, rec) = Wal::open(disk, "/db/wal", small_options(kind)).unwrap();
+    let (_wal, rec) = Wal::open(disk, "/db/wal", options).unwrap();
     assert_eq!(rec.end_lsn, end);
     assert!(rec.discarded.is_none());
     let seen = check_prefix(&rec);
@@ -65,6 +71,11 @@ fn run(kind: LogKind, seed: u64) {
 #[test]
 fn grasshopper_flushes_a_hole_free_prefix() {
     run(LogKind::Grasshopper, 1);
+}
+
+#[test]
+fn grasshopper_polling_flushes_a_hole_free_prefix() {
+    run(LogKind::Grasshopper, 4);
 }
 
 #[test]

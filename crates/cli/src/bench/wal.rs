@@ -67,6 +67,12 @@ pub(crate) struct WalArgs {
     /// Draw every run's commit-latency CDF into this SVG.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// The ELEDA worker's nap after a pass that moved SBL by less than an
+    /// I/O unit, in microseconds, comma-separated to compare (0: poll
+    /// continuously; `WalOptions::worker_pace_us`). The mutex log has no
+    /// worker and runs once whatever this says.
+    #[arg(long, value_delimiter = ',', default_value = "20")]
+    worker_pace_us: Vec<u64>,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -83,6 +89,8 @@ struct Run {
     threads: usize,
     log_size: usize,
     io_unit: usize,
+    /// `WalOptions::worker_pace_us` (the mutex log has no worker).
+    worker_pace_us: u64,
     transactions: u64,
     seconds: f64,
     throughput_txn_s: f64,
@@ -160,8 +168,17 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         mb_s
     };
     println!(
-        "{:<12} {:>7} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10}",
-        "impl", "threads", "log B", "io unit", "txn/s", "MB/s", "p50 us", "p99 us", "p999 us"
+        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "impl",
+        "threads",
+        "log B",
+        "io unit",
+        "pace us",
+        "txn/s",
+        "MB/s",
+        "p50 us",
+        "p99 us",
+        "p999 us"
     );
     let mut runs = Vec::new();
     let mut n = 0;
@@ -169,39 +186,51 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         for &log_size in &args.log_size {
             for &threads in &args.threads {
                 for (name, kind) in &kinds {
-                    n += 1;
-                    let dir = root.join(format!("wal-{n}"));
-                    let options = WalOptions {
-                        kind: *kind,
-                        io_unit_bytes: io_unit,
-                        buffer_bytes: args.buffer_bytes,
-                        ..WalOptions::default()
-                    };
-                    // A fresh null device per run (it keeps file names).
-                    let storage: Arc<dyn Storage> = if null_device {
-                        Arc::new(NullDevice::default())
+                    let paces: &[u64] = if *kind == LogKind::Vanilla {
+                        &args.worker_pace_us[..1]
                     } else {
-                        Arc::new(RealStorage::new())
+                        &args.worker_pace_us
                     };
-                    let run = one_run(&storage, &dir, options, threads, log_size, args.duration)
-                        .map_err(|e| format!("{name}, {threads} threads, {log_size} B: {e}"))?;
-                    let _ = std::fs::remove_dir_all(&dir);
-                    println!(
-                        "{:<12} {:>7} {:>8} {:>8} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                    for &pace in paces {
+                        n += 1;
+                        let dir = root.join(format!("wal-{n}"));
+                        let options = WalOptions {
+                            kind: *kind,
+                            io_unit_bytes: io_unit,
+                            buffer_bytes: args.buffer_bytes,
+                            worker_pace_us: pace,
+                            ..WalOptions::default()
+                        };
+                        // A fresh null device per run (it keeps file names).
+                        let storage: Arc<dyn Storage> = if null_device {
+                            Arc::new(NullDevice::default())
+                        } else {
+                            Arc::new(RealStorage::new())
+                        };
+                        let run =
+                            one_run(&storage, &dir, options, threads, log_size, args.duration)
+                                .map_err(|e| {
+                                    format!("{name}, {threads} threads, {log_size} B: {e}")
+                                })?;
+                        let _ = std::fs::remove_dir_all(&dir);
+                        println!(
+                        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
                         name,
                         threads,
                         log_size,
                         io_unit,
+                        pace,
                         run.throughput_txn_s,
                         run.write_mb_s,
                         run.commit_latency_us.p50,
                         run.commit_latency_us.p99,
                         run.commit_latency_us.p999
                     );
-                    runs.push(Run {
-                        implementation: name.clone(),
-                        ..run
-                    });
+                        runs.push(Run {
+                            implementation: name.clone(),
+                            ..run
+                        });
+                    }
                 }
             }
         }
@@ -211,11 +240,12 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
             .iter()
             .map(|r| Curve {
                 label: format!(
-                    "{} {}t {}B {}K",
+                    "{} {}t {}B {}K {}us",
                     r.implementation,
                     r.threads,
                     r.log_size,
-                    r.io_unit >> 10
+                    r.io_unit >> 10,
+                    r.worker_pace_us
                 ),
                 points: r.commit_latency_cdf.clone(),
                 color: kinds
@@ -343,6 +373,7 @@ fn one_run(
         threads,
         log_size,
         io_unit: options.io_unit_bytes,
+        worker_pace_us: options.worker_pace_us,
         transactions,
         seconds,
         throughput_txn_s: transactions as f64 / seconds,

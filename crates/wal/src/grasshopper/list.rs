@@ -28,6 +28,8 @@
 //! at, straddling or not (§4.2.1).
 
 use std::ptr;
+
+use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use super::hindex::HIndex;
@@ -107,10 +109,13 @@ pub(crate) struct GList {
     h_tail: UnsafeCell<*mut HNode>,
     /// Owner only: the lowest range no node of this thread has reached.
     h_next_range: UnsafeCell<u64>,
-    /// Worker only: c-list head.
-    head: UnsafeCell<*mut CNode>,
+    /// Worker only: c-list head. On a cache line of its own, as is
+    /// `h_head`: the worker writes them as it consumes nodes, and sharing a
+    /// line with the owner's fields made every push miss on it (false
+    /// sharing, measured: a third of `push`'s cycles at 1 thread).
+    head: CachePadded<UnsafeCell<*mut CNode>>,
     /// Worker only: h-list head (a consumed dummy).
-    h_head: UnsafeCell<*mut HNode>,
+    h_head: CachePadded<UnsafeCell<*mut HNode>>,
     /// Set by the owner when its handle is dropped and everything it
     /// appended is durable; the worker then forgets the list.
     pub(crate) retired: AtomicBool,
@@ -136,8 +141,8 @@ impl GList {
             gc: UnsafeCell::new(c),
             h_tail: UnsafeCell::new(h),
             h_next_range: UnsafeCell::new(0),
-            head: UnsafeCell::new(c),
-            h_head: UnsafeCell::new(h),
+            head: CachePadded::new(UnsafeCell::new(c)),
+            h_head: CachePadded::new(UnsafeCell::new(h)),
             retired: AtomicBool::new(false),
             #[cfg(loom)]
             graveyard: UnsafeCell::new(Vec::new()),

@@ -16,6 +16,7 @@ pub fn small_options(kind: LogKind) -> WalOptions {
         buffer_bytes: 64 << 10,
         hop_shift: 10,
         file_max_bytes: 256 << 10,
+        ..WalOptions::default()
     }
 }
 
