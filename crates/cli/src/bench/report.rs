@@ -80,6 +80,9 @@ pub(crate) struct DurabilityReport {
     pub(crate) log_bytes: u64,
     pub(crate) log_syncs: u64,
     pub(crate) log_rotations: u64,
+    /// Times workers waited for a free log buffer (backpressure).
+    pub(crate) buffer_waits: u64,
+    pub(crate) buffer_wait_seconds: f64,
     pub(crate) checkpoints: u64,
     pub(crate) checkpoint_bytes: u64,
     pub(crate) checkpoint_seconds: f64,

@@ -84,6 +84,11 @@ pub struct DurabilityStats {
     pub log_syncs: u64,
     /// `data.log` rotations.
     pub log_rotations: u64,
+    /// Times a worker found its logger's buffer pool empty and waited for
+    /// a buffer (the backpressure of silor §3.4).
+    pub buffer_waits: u64,
+    /// Total time workers spent in those waits, in seconds.
+    pub buffer_wait_seconds: f64,
     /// Checkpoints installed.
     pub checkpoints: u64,
     /// Bytes of checkpoint data written by installed checkpoints.

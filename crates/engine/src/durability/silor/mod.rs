@@ -144,6 +144,9 @@ pub(crate) struct Stats {
     pub(crate) log_bytes: AtomicU64,
     pub(crate) log_syncs: AtomicU64,
     pub(crate) rotations: AtomicU64,
+    /// Waits of workers for a free log buffer, and their total in µs.
+    pub(crate) buffer_waits: AtomicU64,
+    pub(crate) buffer_wait_micros: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) checkpoint_bytes: AtomicU64,
     /// Wall time of installed checkpoints, start to cleanup, in µs.
@@ -377,6 +380,8 @@ impl DurabilityMode for SiloR {
             log_bytes: stats.log_bytes.load(Ordering::Relaxed),
             log_syncs: stats.log_syncs.load(Ordering::Relaxed),
             log_rotations: stats.rotations.load(Ordering::Relaxed),
+            buffer_waits: stats.buffer_waits.load(Ordering::Relaxed),
+            buffer_wait_seconds: stats.buffer_wait_micros.load(Ordering::Relaxed) as f64 / 1e6,
             checkpoints: stats.checkpoints.load(Ordering::Relaxed),
             checkpoint_bytes: stats.checkpoint_bytes.load(Ordering::Relaxed),
             checkpoint_seconds: stats.checkpoint_micros.load(Ordering::Relaxed) as f64 / 1e6,

@@ -13,10 +13,10 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::format::{entry_bytes, put_entry_header, put_write, start_log_block, LOG_PREFIX_BYTES};
-use super::Inner;
+use super::{Inner, Stats};
 use crate::durability::{CommitView, WorkerLog};
 use crate::ticket::{Ticket, TicketSource};
 use crate::tid::Tid;
@@ -212,11 +212,21 @@ impl SilorWorkerLog {
         if let Some(buffer) = logger.try_take(self.inner.options.log_buffer_bytes) {
             return Some(buffer);
         }
+        let started = Instant::now();
+        let waited = |stats: &Stats| {
+            stats.buffer_waits.fetch_add(1, Ordering::Relaxed);
+            let micros = started.elapsed().as_micros() as u64;
+            stats
+                .buffer_wait_micros
+                .fetch_add(micros, Ordering::Relaxed);
+        };
         loop {
             if self.inner.is_stopped() {
+                waited(&self.inner.stats);
                 return None;
             }
             if let Ok(buffer) = logger.free.1.recv_timeout(Duration::from_millis(10)) {
+                waited(&self.inner.stats);
                 return Some(buffer);
             }
         }
