@@ -21,7 +21,7 @@ use epochdb_storage::Storage;
 
 use crate::core::{Core, CLOSING, FAILED, RUNNING};
 use crate::error::WalError;
-use crate::segments::{create_log_file, ActiveFile, FileList, SdlFile};
+use crate::segments::{create_log_file, ActiveFile, FileList, SdlFile, WriteMode};
 use crate::sync::Backoff;
 
 /// The flusher thread's state.
@@ -32,6 +32,7 @@ pub(crate) struct Flusher {
     pub(crate) active: ActiveFile,
     pub(crate) sdl_file: SdlFile,
     pub(crate) files: FileList,
+    pub(crate) mode: WriteMode,
 }
 
 impl Flusher {
@@ -56,6 +57,11 @@ impl Flusher {
             match self.core.state() {
                 FAILED => return,
                 CLOSING if sdl == self.core.next_lsn.load(Acquire) => {
+                    // Leave the last file without direct writes' padding.
+                    if let Err(e) = self.active.seal() {
+                        self.core.fail(e);
+                        return;
+                    }
                     self.core.mark_stopped();
                     return;
                 }
@@ -85,7 +91,7 @@ impl Flusher {
             unsafe {
                 self.core.ring.read(at, (end - at) as usize, |bytes| {
                     if result.is_ok() {
-                        result = self.active.file.append(bytes).map(drop);
+                        result = self.active.append(bytes);
                     }
                 });
             }
@@ -103,7 +109,11 @@ impl Flusher {
             .fetch_add(to - from, Relaxed);
         if self.active.len >= self.core.options.file_max_bytes {
             // `to` is an entry end (SBL always is), so no entry spans files.
-            self.active = create_log_file(&*self.storage, &self.dir, to)?;
+            // The full file loses its padding (and that is synced) before
+            // the next file exists: only the last file may have a tail
+            // that does not decode.
+            self.active.seal()?;
+            self.active = create_log_file(&*self.storage, &self.dir, to, self.mode)?;
             self.files
                 .lock()
                 .push((to, self.dir.join(crate::format::log_file_name(to))));

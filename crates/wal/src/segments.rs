@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use epochdb_storage::{Storage, StorageFile};
+use epochdb_storage::{DirectAppender, Storage, StorageFile, DIRECT_ALIGN};
 use parking_lot::Mutex;
 
 use crate::error::WalError;
@@ -25,8 +25,56 @@ pub(crate) type FileList = Arc<Mutex<Vec<(Lsn, PathBuf)>>>;
 /// The file the flusher appends to.
 pub(crate) struct ActiveFile {
     pub(crate) file: Box<dyn StorageFile>,
-    /// Bytes in the file (header included).
+    /// Bytes in the file (header included; without direct writes' padding).
     pub(crate) len: u64,
+    /// Set when entries go past the page cache (`WalOptions::direct_io`):
+    /// each append is then written in whole 4 KiB blocks, the file's end
+    /// zero-padded to a block until [`ActiveFile::trim`].
+    direct: Option<DirectAppender>,
+}
+
+/// How the flusher writes: through the page cache, or past it with each
+/// write up to `capacity` bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WriteMode {
+    pub(crate) direct: bool,
+    pub(crate) capacity: usize,
+}
+
+impl ActiveFile {
+    fn new(file: Box<dyn StorageFile>, len: u64, mode: WriteMode) -> Result<Self, WalError> {
+        let direct = if mode.direct {
+            Some(DirectAppender::new(
+                file.as_ref(),
+                len,
+                mode.capacity + DIRECT_ALIGN,
+            )?)
+        } else {
+            None
+        };
+        Ok(ActiveFile { file, len, direct })
+    }
+
+    /// Appends `bytes` at the file's end (not durable until a sync).
+    pub(crate) fn append(&mut self, bytes: &[u8]) -> Result<(), WalError> {
+        match &mut self.direct {
+            Some(direct) => direct.append(self.file.as_ref(), bytes)?,
+            None => self.file.append(bytes)?,
+        };
+        Ok(())
+    }
+
+    /// Cuts direct writes' zero padding off the end and syncs, so a file
+    /// closed for good (rotated or at shutdown) holds exactly its entries.
+    /// After a crash the padding is instead a torn tail above the
+    /// persisted SDL, which recovery cuts off.
+    pub(crate) fn seal(&mut self) -> Result<(), WalError> {
+        if let Some(direct) = &self.direct {
+            direct.trim(self.file.as_mut())?;
+        }
+        self.file.sync()?;
+        Ok(())
+    }
 }
 
 /// The SDL file (eleda §4.3: "the SDL is stored in stable storage").
@@ -62,6 +110,7 @@ pub(crate) fn prepare(
     storage: &dyn Storage,
     dir: &Path,
     scan: &Scan,
+    mode: WriteMode,
 ) -> Result<Prepared, WalError> {
     if !storage.exists(dir)? {
         // A new directory is durable only once its parent is synced, for
@@ -93,9 +142,9 @@ pub(crate) fn prepare(
             let file = storage.open(path)?;
             let len = file.size()?;
             debug_assert_eq!(len, FILE_HEADER_BYTES + (end - start));
-            ActiveFile { file, len }
+            ActiveFile::new(file, len, mode)?
         }
-        None => create_log_file(storage, dir, end)?,
+        None => create_log_file(storage, dir, end, mode)?,
     };
     let mut files = scan.files.clone();
     if files.is_empty() {
@@ -131,15 +180,13 @@ pub(crate) fn create_log_file(
     storage: &dyn Storage,
     dir: &Path,
     start: Lsn,
+    mode: WriteMode,
 ) -> Result<ActiveFile, WalError> {
     let mut file = storage.create(&dir.join(log_file_name(start)))?;
     file.append(&encode_file_header(start))?;
     file.sync()?;
     storage.sync_dir(dir)?;
-    Ok(ActiveFile {
-        file,
-        len: FILE_HEADER_BYTES,
-    })
+    ActiveFile::new(file, FILE_HEADER_BYTES, mode)
 }
 
 /// Removes every file whose entries all lie below `lsn` (never the active

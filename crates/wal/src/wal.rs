@@ -21,7 +21,7 @@ use crate::grasshopper::worker::GhWorker;
 use crate::lsn::{Lsn, LsnRange};
 use crate::options::{LogKind, WalOptions};
 use crate::recovery::{scan, EntryRef, RecoveredLog};
-use crate::segments::{prepare, truncate_before, FileList};
+use crate::segments::{prepare, truncate_before, FileList, WriteMode};
 use crate::sync::Backoff;
 
 /// A central write-ahead log (eleda §3): database threads append through
@@ -128,7 +128,11 @@ impl Wal {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let scanned = scan::<E>(&*storage, &dir, &mut visit)?;
-        let prepared = prepare(&*storage, &dir, &scanned)?;
+        let mode = WriteMode {
+            direct: options.direct_io,
+            capacity: options.io_unit_bytes,
+        };
+        let prepared = prepare(&*storage, &dir, &scanned, mode)?;
         let start = scanned.log.end_lsn;
         let core = Arc::new(Core::new(options, start));
         let flusher = Flusher {
@@ -138,6 +142,7 @@ impl Wal {
             active: prepared.active,
             sdl_file: prepared.sdl_file,
             files: Arc::clone(&prepared.files),
+            mode,
         };
         let mut threads = Vec::new();
         threads.push(spawn("eleda-flusher", move || flusher.run())?);

@@ -21,6 +21,7 @@ fn crash_once(kind: LogKind, seed: u64, mode: CrashMode) -> usize {
     let disk = SimStorage::new(seed);
     let mut opts = small_options(kind);
     opts.file_max_bytes = 64 << 10; // rotate often, so crashes hit rotation
+    opts.direct_io = seed.is_multiple_of(2); // both write paths: past the page cache, and through it
     let (wal, _) = Wal::open(Arc::new(disk.clone()), "/db/wal", opts.clone()).unwrap();
     let acks: Vec<Acks> = (0..THREADS).map(|_| Acks::default()).collect();
     let after = disk.clone();

@@ -40,17 +40,9 @@ fn write_probe_direct(path: &Path, chunks: usize) -> Result<f64, String> {
     Ok((chunks * PROBE_CHUNK_BYTES) as f64 / 1e6 / started.elapsed().as_secs_f64())
 }
 
-/// The disk's sequential write bandwidth: 64 MiB in 512 KiB writes, then
-/// fsync, in MB/s.
-pub(crate) fn measure_write(root: &Path) -> Result<f64, String> {
-    let path = root.join("disk-probe");
-    let result = write_probe(&path, 128);
-    let _ = std::fs::remove_file(&path);
-    result
-}
-
 /// The disk's sequential write and cold read bandwidth, in MB/s: `mib`
-/// MiB written as [`measure_write`] does (past the page cache if `direct`),
+/// MiB written in 512 KiB writes and synced (past the page cache if
+/// `direct`),
 /// dropped from the page cache (`posix_fadvise`), then read back in 4 MiB
 /// reads.
 pub(crate) fn measure_write_read(

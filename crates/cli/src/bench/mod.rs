@@ -81,8 +81,9 @@ pub(crate) struct CommonArgs {
     /// (the engine's `Config::pin_threads`). Loading is not pinned.
     #[arg(long)]
     pin_threads: bool,
-    /// Loggers write through the page cache instead of past it (`O_DIRECT`
-    /// is the default where the file system allows it).
+    /// Loggers (and the `wal` flusher) write through the page cache instead
+    /// of past it (`O_DIRECT` is the default where the file system allows
+    /// it).
     #[arg(long)]
     buffered_io: bool,
     /// Point reads through the B+-tree only: no hash index beside it (the

@@ -107,6 +107,10 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             direct_io: spec.direct_io,
             ..Default::default()
         },
+        wal: epochdb_engine::WalOptions {
+            direct_io: spec.direct_io,
+            ..Default::default()
+        },
         workers: spec.threads,
         epoch_interval: spec.epoch,
         max_workers: (spec.threads + spec.load_threads + 8).max(64),

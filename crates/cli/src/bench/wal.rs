@@ -20,10 +20,13 @@ use epochdb_wal::{LogKind, Wal, WalOptions};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::disk::measure_write as measure_disk;
+use super::disk::measure_write_read;
 use super::null_device::NullDevice;
 use super::report::write_json;
 use super::wal_plot::{draw_cdf, Curve};
+
+/// MiB written (and read back) by the disk probe.
+const DISK_PROBE_MIB: usize = 256;
 
 /// `bench wal` flags.
 #[derive(Debug, Args)]
@@ -73,6 +76,11 @@ pub(crate) struct WalArgs {
     /// worker and runs once whatever this says.
     #[arg(long, value_delimiter = ',', default_value = "20")]
     worker_pace_us: Vec<u64>,
+    /// The flusher writes through the page cache instead of past it
+    /// (`WalOptions::direct_io`; `O_DIRECT` is the default where the file
+    /// system allows it).
+    #[arg(long)]
+    buffered_io: bool,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -91,6 +99,8 @@ struct Run {
     io_unit: usize,
     /// `WalOptions::worker_pace_us` (the mutex log has no worker).
     worker_pace_us: u64,
+    /// `WalOptions::direct_io`.
+    direct_io: bool,
     transactions: u64,
     seconds: f64,
     throughput_txn_s: f64,
@@ -163,8 +173,14 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         eprintln!("[wal] null device: writes and syncs are free, the disk is not measured");
         0.0
     } else {
-        let mb_s = measure_disk(&root)?;
-        eprintln!("[wal] disk sequential write with fsync: {mb_s:.0} MB/s");
+        // Probed the way the flusher writes (direct or buffered).
+        let (mb_s, _) = measure_write_read(&root, DISK_PROBE_MIB, !args.buffered_io)?;
+        let how = if args.buffered_io {
+            "buffered"
+        } else {
+            "direct"
+        };
+        eprintln!("[wal] disk sequential write ({how}) with fsync: {mb_s:.0} MB/s");
         mb_s
     };
     println!(
@@ -374,6 +390,7 @@ fn one_run(
         log_size,
         io_unit: options.io_unit_bytes,
         worker_pace_us: options.worker_pace_us,
+        direct_io: options.direct_io,
         transactions,
         seconds,
         throughput_txn_s: transactions as f64 / seconds,
