@@ -215,6 +215,10 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             io_unit_bytes: io_unit,
                             buffer_bytes: args.buffer_bytes,
                             worker_pace_us: pace,
+                            // The null device keeps no bytes to read back
+                            // the partial block a direct appender starts
+                            // from; its writes cost nothing either way.
+                            direct_io: !args.buffered_io && !null_device,
                             ..WalOptions::default()
                         };
                         // A fresh null device per run (it keeps file names).
