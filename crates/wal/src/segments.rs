@@ -29,7 +29,7 @@ pub(crate) struct ActiveFile {
     pub(crate) len: u64,
     /// Set when entries go past the page cache (`WalOptions::direct_io`):
     /// each append is then written in whole 4 KiB blocks, the file's end
-    /// zero-padded to a block until [`ActiveFile::trim`].
+    /// zero-padded to a block until [`ActiveFile::seal`].
     direct: Option<DirectAppender>,
 }
 

@@ -144,8 +144,9 @@ pub(crate) struct Stats {
     pub(crate) log_bytes: AtomicU64,
     pub(crate) log_syncs: AtomicU64,
     pub(crate) rotations: AtomicU64,
-    /// Waits of workers for a free log buffer, and their total in µs.
+    /// Waits of workers for a free log buffer (backpressure, §3.4).
     pub(crate) buffer_waits: AtomicU64,
+    /// The total time of those waits, in µs.
     pub(crate) buffer_wait_micros: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) checkpoint_bytes: AtomicU64,
