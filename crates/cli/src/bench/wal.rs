@@ -233,19 +233,8 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                                     format!("{name}, {threads} threads, {log_size} B: {e}")
                                 })?;
                         let _ = std::fs::remove_dir_all(&dir);
-                        println!(
-                        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-                        name,
-                        threads,
-                        log_size,
-                        io_unit,
-                        pace,
-                        run.throughput_txn_s,
-                        run.write_mb_s,
-                        run.commit_latency_us.p50,
-                        run.commit_latency_us.p99,
-                        run.commit_latency_us.p999
-                    );
+                        let pace = (*kind != LogKind::Vanilla).then_some(pace);
+                        print_row(name, &run, pace);
                         runs.push(Run {
                             implementation: name.clone(),
                             ..run
@@ -303,6 +292,24 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         eprintln!("results written to {}", path.display());
     }
     Ok(())
+}
+
+/// One line of the table: the mutex log has no worker, so no pace.
+fn print_row(name: &str, run: &Run, pace: Option<u64>) {
+    let pace = pace.map_or_else(|| "-".to_string(), |p| p.to_string());
+    println!(
+        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+        name,
+        run.threads,
+        run.log_size,
+        run.io_unit,
+        pace,
+        run.throughput_txn_s,
+        run.write_mb_s,
+        run.commit_latency_us.p50,
+        run.commit_latency_us.p99,
+        run.commit_latency_us.p999
+    );
 }
 
 /// The CDF at 200 quantiles, denser in the tail (up to 99.99%).
