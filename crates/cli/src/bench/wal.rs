@@ -81,6 +81,13 @@ pub(crate) struct WalArgs {
     /// system allows it).
     #[arg(long)]
     buffered_io: bool,
+    /// Pins each database thread to a CPU of its own and the log's worker
+    /// and flusher to the CPUs left over (none left: they are not pinned),
+    /// as ELEDA gave its pipeline threads cores of their own (§6.1). On an
+    /// oversubscribed machine this takes the scheduler's placement out of
+    /// the comparison.
+    #[arg(long)]
+    pin_threads: bool,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -106,6 +113,12 @@ struct Run {
     throughput_txn_s: f64,
     write_mb_s: f64,
     commit_latency_us: Percentiles,
+    /// The database threads' own CPU time per transaction, in nanoseconds
+    /// (`CLOCK_THREAD_CPUTIME_ID` over the append loop): what one
+    /// transaction costs the thread that logs it, without the time it
+    /// spent preempted, which on an oversubscribed machine the wall-clock
+    /// throughput mixes in.
+    db_cpu_ns_per_txn: f64,
     /// The commit-latency CDF: `(latency µs, fraction of commits ≤ it)`.
     commit_latency_cdf: Vec<(f64, f64)>,
     flushes: u64,
@@ -184,7 +197,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         mb_s
     };
     println!(
-        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "impl",
         "threads",
         "log B",
@@ -194,7 +207,8 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         "MB/s",
         "p50 us",
         "p99 us",
-        "p999 us"
+        "p999 us",
+        "db ns/txn"
     );
     let mut runs = Vec::new();
     let mut n = 0;
@@ -227,11 +241,17 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                         } else {
                             Arc::new(RealStorage::new())
                         };
-                        let run =
-                            one_run(&storage, &dir, options, threads, log_size, args.duration)
-                                .map_err(|e| {
-                                    format!("{name}, {threads} threads, {log_size} B: {e}")
-                                })?;
+                        let placement = Placement::new(args.pin_threads, threads);
+                        let run = one_run(
+                            &storage,
+                            &dir,
+                            options,
+                            threads,
+                            log_size,
+                            args.duration,
+                            &placement,
+                        )
+                        .map_err(|e| format!("{name}, {threads} threads, {log_size} B: {e}"))?;
                         let _ = std::fs::remove_dir_all(&dir);
                         let pace = (*kind != LogKind::Vanilla).then_some(pace);
                         print_row(name, &run, pace);
@@ -298,7 +318,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
 fn print_row(name: &str, run: &Run, pace: Option<u64>) {
     let pace = pace.map_or_else(|| "-".to_string(), |p| p.to_string());
     println!(
-        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.0}",
         name,
         run.threads,
         run.log_size,
@@ -308,8 +328,72 @@ fn print_row(name: &str, run: &Run, pace: Option<u64>) {
         run.write_mb_s,
         run.commit_latency_us.p50,
         run.commit_latency_us.p99,
-        run.commit_latency_us.p999
+        run.commit_latency_us.p999,
+        run.db_cpu_ns_per_txn
     );
+}
+
+/// `--pin-threads`: the CPUs of the database threads and of the log's own.
+struct Placement {
+    database: Vec<usize>,
+    pipeline: Vec<usize>,
+}
+
+impl Placement {
+    /// The first `threads` allowed CPUs for database threads, the rest for
+    /// the pipeline; nothing pinned without `pin` or when the CPUs cannot
+    /// be read.
+    fn new(pin: bool, threads: usize) -> Self {
+        let cpus: Vec<usize> = match rustix::thread::sched_getaffinity(None) {
+            Ok(set) if pin => (0..rustix::thread::CpuSet::MAX_CPU)
+                .filter(|&c| set.is_set(c))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let split = threads.min(cpus.len());
+        Self {
+            database: cpus[..split].to_vec(),
+            pipeline: cpus[split..].to_vec(),
+        }
+    }
+
+    /// Runs `open` with the calling thread pinned to the pipeline's CPUs,
+    /// so that the threads it spawns start there; restores the affinity.
+    fn for_pipeline<T>(&self, open: impl FnOnce() -> T) -> T {
+        let before = rustix::thread::sched_getaffinity(None).ok();
+        if self.pipeline.is_empty() || before.is_none() {
+            return open();
+        }
+        pin(&self.pipeline);
+        let result = open();
+        if let Some(set) = before {
+            // Placement is a hint: a failure leaves the thread where it is.
+            let _ = rustix::thread::sched_setaffinity(None, &set);
+        }
+        result
+    }
+
+    /// Pins database thread `t` to its CPU (round robin).
+    fn pin_database_thread(&self, t: usize) {
+        if !self.database.is_empty() {
+            pin(&[self.database[t % self.database.len()]]);
+        }
+    }
+}
+
+/// Pins the calling thread to `cpus`; a failure leaves it where it is.
+fn pin(cpus: &[usize]) {
+    let mut set = rustix::thread::CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu);
+    }
+    let _ = rustix::thread::sched_setaffinity(None, &set);
+}
+
+/// The calling thread's CPU time so far, in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// The CDF at 200 quantiles, denser in the tail (up to 99.99%).
@@ -333,28 +417,34 @@ fn one_run(
     threads: usize,
     log_size: usize,
     duration: f64,
+    placement: &Placement,
 ) -> Result<Run, String> {
-    let (wal, recovered) =
-        Wal::open(storage.clone(), dir, options.clone()).map_err(|e| e.to_string())?;
+    // The log's worker and flusher inherit the opening thread's affinity.
+    let (wal, recovered) = placement
+        .for_pipeline(|| Wal::open(storage.clone(), dir, options.clone()))
+        .map_err(|e| e.to_string())?;
     let first = recovered.end_lsn;
     let stop = AtomicBool::new(false);
     let committed = AtomicU64::new(0);
     let failed = AtomicU64::new(0);
+    let db_cpu_ns = AtomicU64::new(0);
     let record = vec![0x5au8; log_size];
     let commit = [0xc0u8; COMMIT_RECORD_BYTES];
     let latency = Mutex::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds"));
     let started = Instant::now();
     std::thread::scope(|s| {
-        for _ in 0..threads {
+        for t in 0..threads {
             let mut handle = wal.thread_handle();
-            let (stop, committed, failed, record, latency) =
-                (&stop, &committed, &failed, &record, &latency);
+            let (stop, committed, failed, record, latency, db_cpu_ns) =
+                (&stop, &committed, &failed, &record, &latency, &db_cpu_ns);
             s.spawn(move || {
+                placement.pin_database_thread(t);
                 // The callbacks run on this thread; they share its histogram.
                 let mine = Arc::new(Mutex::new(
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds"),
                 ));
                 let acked = Arc::new(AtomicU64::new(0));
+                let cpu_start = thread_cpu_ns();
                 while !stop.load(Ordering::Relaxed) {
                     let begun = Instant::now();
                     let mut ok = true;
@@ -374,6 +464,7 @@ fn one_run(
                         break;
                     }
                 }
+                db_cpu_ns.fetch_add(thread_cpu_ns() - cpu_start, Ordering::Relaxed);
                 drop(handle); // waits until durable, runs the last callbacks
                 committed.fetch_add(acked.load(Ordering::Relaxed), Ordering::Relaxed);
                 latency
@@ -412,6 +503,7 @@ fn one_run(
             p999: latency.value_at_quantile(0.999) as f64,
         },
         commit_latency_cdf: cdf(&latency),
+        db_cpu_ns_per_txn: db_cpu_ns.load(Ordering::Relaxed) as f64 / transactions.max(1) as f64,
         flushes: stats.flushes,
         crawl_ratio: (options.kind == LogKind::Grasshopper && moved > 0)
             .then(|| stats.crawl_bytes as f64 / moved as f64),
