@@ -42,8 +42,8 @@ pub struct WalOptions {
     /// worker sleeps this many microseconds before the next, so that
     /// entries accumulate and it reads them in batches rather than one
     /// cache miss at a time, and leaves its core to the flusher. It adds
-    /// at most this (plus the OS's timer slack) to the time an entry waits
-    /// for SBL. 0: the worker polls continuously (spinning, then yielding,
+    /// at most this to the time an entry waits for SBL (on Linux the
+    /// worker tightens its timer slack to match). 0: the worker polls continuously (spinning, then yielding,
     /// then sleeping on a bell while nothing is reserved).
     pub worker_pace_us: u64,
     /// The flusher writes past the page cache (`O_DIRECT` where the file
