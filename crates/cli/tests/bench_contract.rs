@@ -297,6 +297,12 @@ fn wal_json_has_one_run_per_implementation_threads_and_size() {
         assert!(run["log_size"].as_u64().is_some());
         assert!(run["throughput_txn_s"].as_f64().unwrap() > 0.0, "{run}");
         assert!(run["write_mb_s"].as_f64().unwrap() > 0.0, "{run}");
+        // The database threads' CPU time: positive, and no more than
+        // their wall time (threads × seconds) in all.
+        let cpu_ns = run["db_cpu_ns_per_txn"].as_f64().unwrap();
+        let txns = run["transactions"].as_f64().unwrap();
+        let wall_ns = run["threads"].as_f64().unwrap() * run["seconds"].as_f64().unwrap() * 1e9;
+        assert!(cpu_ns > 0.0 && cpu_ns * txns <= wall_ns, "{run}");
         let latency = &run["commit_latency_us"];
         let (p50, p999) = (
             latency["p50"].as_f64().unwrap(),
@@ -335,6 +341,7 @@ fn wal_json_has_one_run_per_implementation_threads_and_size() {
         "4194304",
         "--duration",
         "0.3",
+        "--pin-threads",
         "--json",
         null_out.to_str().unwrap(),
     ]);
