@@ -344,12 +344,13 @@ fn worker_main(core: &Core, start: Lsn) {
 /// ~0.1 ms whatever the pace. Best effort: elsewhere, or on error, the
 /// naps keep the default slack.
 fn tighten_timer_slack(pace: Duration) {
-    #[cfg(target_os = "linux")]
+    // Not under miri, which does not model `prctl`.
+    #[cfg(all(target_os = "linux", not(miri)))]
     {
         let ns = (pace.as_nanos() / 20).clamp(1_000, 50_000) as u64;
         let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(ns));
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(all(target_os = "linux", not(miri))))]
     let _ = pace;
 }
 
