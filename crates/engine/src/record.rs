@@ -26,6 +26,10 @@ use crate::tid::{Tid, ABSENT_BIT, LATEST_BIT, LOCK_BIT, UNLINKED_BIT};
 
 const WORD: usize = 8;
 
+/// Cache lines [`Record::prefetch`] asks for: 256 bytes, enough for the
+/// rows TPC-C reads most (an item, and a stock's front).
+const PREFETCH_LINES: usize = 4;
+
 /// A value buffer: `len` bytes in `capacity / 8` atomic words that follow.
 #[repr(C)]
 pub(crate) struct ValueBlock {
@@ -203,6 +207,24 @@ impl Record {
         // SAFETY: `value` always points to a live block: the inline one,
         // or a heap block retired (not freed) while readers may hold it.
         unsafe { &*self.value.load(Ordering::Acquire) }
+    }
+
+    /// Asks the CPU to start loading the record's first
+    /// [`PREFETCH_LINES`] cache lines: the word, the value pointer and the
+    /// front of an inline value.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let base = (self as *const Self).cast::<i8>();
+            for line in 0..PREFETCH_LINES {
+                // SAFETY: prefetching is a hint; it never faults.
+                unsafe { _mm_prefetch(base.wrapping_add(line * 64), _MM_HINT_T0) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = self;
     }
 
     /// The current word, without waiting for a lock.

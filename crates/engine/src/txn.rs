@@ -229,6 +229,21 @@ impl<'t> Transaction<'t> {
         }
     }
 
+    /// Hints that the transaction will soon read `key`: looks it up in the
+    /// index and asks the CPU to start loading the record's first cache
+    /// lines, without waiting for them. A transaction that knows several
+    /// keys up front (TPC-C's New-Order knows its items and stocks)
+    /// prefetches them all and then reads them, so the record misses
+    /// overlap the later lookups instead of queueing behind them. Neither
+    /// the read set nor the transaction's outcome changes: a prefetch that
+    /// finds nothing, or a record changed after it, is simply wasted.
+    pub fn prefetch(&self, table: TableId, key: &[u8]) {
+        let t = self.table(table);
+        if let Ok(record) = t.lookup(key) {
+            record.get().prefetch();
+        }
+    }
+
     /// Reads `key`. `Ok(None)` when the key has no value.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&'t [u8]>, Abort> {
         self.get_prefix(table, key, usize::MAX)

@@ -69,3 +69,49 @@ fn a_change_past_the_prefix_fails_validation() {
         "the concurrent change past the prefix must abort the first attempt"
     );
 }
+
+/// `Transaction::prefetch` is only a hint: it leaves the read set alone, so
+/// a key changed after it was prefetched (and never read) does not abort
+/// the transaction, while the same change after a read does.
+#[test]
+fn a_prefetch_is_not_a_read() {
+    let db = Database::open(Config::default()).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut reader = db.worker().unwrap();
+    let mut writer = db.worker().unwrap();
+    let _ticket = writer.run(|tx| tx.put(t, b"k", b"one")).unwrap();
+    for read_it in [false, true] {
+        let attempts = Cell::new(0);
+        let (seen, _) = reader
+            .run(|tx| {
+                attempts.set(attempts.get() + 1);
+                tx.prefetch(t, b"k");
+                tx.prefetch(t, b"missing");
+                let seen = if read_it {
+                    tx.get(t, b"k")?.map(<[u8]>::to_vec)
+                } else {
+                    None
+                };
+                if attempts.get() == 1 {
+                    let _ticket = writer.run(|w| w.put(t, b"k", b"two")).unwrap();
+                }
+                tx.put(t, b"other", b"x")?;
+                Ok(seen)
+            })
+            .unwrap();
+        if read_it {
+            assert_eq!(attempts.get(), 2, "a read key changed under us aborts");
+            assert_eq!(seen.as_deref(), Some(&b"two"[..]));
+        } else {
+            assert_eq!(attempts.get(), 1, "a prefetched key is not in the read set");
+        }
+    }
+    // A prefetched key reads as usual afterwards.
+    let (value, _) = reader
+        .run(|tx| {
+            tx.prefetch(t, b"k");
+            Ok(tx.get(t, b"k")?.map(<[u8]>::to_vec))
+        })
+        .unwrap();
+    assert_eq!(value.as_deref(), Some(&b"two"[..]));
+}
