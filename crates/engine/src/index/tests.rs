@@ -134,6 +134,60 @@ fn many_sequential_and_reverse_inserts_split_correctly() {
     assert_eq!(tree.len(), 20_000);
 }
 
+/// Ascending runs in the middle of the key space — ten "districts", each
+/// growing at its end, just before the next one's keys, as TPC-C's order
+/// lines do — leave nearly full leaves, as appends do; random inserts
+/// still split in half.
+#[test]
+fn ascending_runs_in_the_middle_leave_full_leaves() {
+    fn key(district: u8, n: u32) -> [u8; 5] {
+        let mut key = [0u8; 5];
+        key[0] = district;
+        key[1..].copy_from_slice(&n.to_be_bytes());
+        key
+    }
+    let (districts, loaded, grown) = (10u8, 3_000u32, 3_000u32);
+    let tree = Tree::new();
+    for d in 0..districts {
+        for n in 0..loaded {
+            assert!(tree.insert(&key(d, n), 1).is_some());
+        }
+    }
+    let after_load = tree.leaf_count();
+    for n in loaded..loaded + grown {
+        for d in 0..districts {
+            assert!(tree.insert(&key(d, n), 1).is_some());
+        }
+    }
+    let added = tree.leaf_count() - after_load;
+    let entries = usize::from(districts) * grown as usize;
+    let per_leaf = entries as f64 / added as f64;
+    // Full leaves hold 32; splitting these runs in half would give 16.
+    assert!(per_leaf > 28.0, "{per_leaf:.1} new entries per new leaf");
+    assert_eq!(
+        tree.len(),
+        usize::from(districts) * (loaded + grown) as usize
+    );
+    for d in 0..districts {
+        for n in 0..loaded + grown {
+            assert_eq!(tree.get(&key(d, n)).ok(), Some(1));
+        }
+    }
+
+    // Random inserts keep splitting in half: about 69% full on average.
+    let random = Tree::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..60_000 {
+        xorshift(&mut x);
+        random.insert(&x.to_be_bytes(), 1);
+    }
+    let fill = random.len() as f64 / (32 * random.leaf_count()) as f64;
+    assert!(
+        (0.55..0.85).contains(&fill),
+        "random inserts: leaves {fill:.2} full"
+    );
+}
+
 /// Advances a test's xorshift generator.
 fn xorshift(x: &mut u64) {
     *x ^= *x << 13;

@@ -29,7 +29,7 @@
 
 use std::ops::Bound;
 use std::ptr;
-use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use super::key::{compare, compare_lazy, key_bytes, make_tail, tail_allocation, Probe};
 
@@ -45,7 +45,14 @@ struct Header {
     version: AtomicU64,
     count: AtomicU32,
     leaf: bool,
+    /// Leaves only: the slot of the last insert, or [`NO_INSERT`]. A hint
+    /// for where to split (see `split_leaf`), written under the lock; it
+    /// may be stale after removals, which only costs a worse split.
+    last_insert: AtomicU8,
 }
+
+/// `Header::last_insert` before any insert.
+const NO_INSERT: u8 = u8::MAX;
 
 /// Field order matters: a lookup needs the header, the heads and then one
 /// value, so those come first and are prefetched together; tails (needed
@@ -106,6 +113,7 @@ impl Leaf {
                 version: AtomicU64::new(0),
                 count: AtomicU32::new(0),
                 leaf: true,
+                last_insert: AtomicU8::new(NO_INSERT),
             },
             heads: zeroed(),
             tails: zeroed(),
@@ -123,6 +131,7 @@ impl Inner {
                 version: AtomicU64::new(0),
                 count: AtomicU32::new(0),
                 leaf: false,
+                last_insert: AtomicU8::new(NO_INSERT),
             },
             heads: zeroed(),
             tails: zeroed(),
@@ -497,7 +506,7 @@ impl Tree {
                 let inner = Self::inner(pointer);
                 if node.count() == CAPACITY {
                     // Split full inner nodes on the way down (eager split).
-                    self.split(pointer, version, parent, probe)?;
+                    self.split(pointer, version, parent, probe, 0)?;
                     return Err(Restart);
                 }
                 let (child, child_version, index) = Self::step_down(inner, version, probe)?;
@@ -524,7 +533,7 @@ impl Tree {
                 return Ok(None);
             }
             if count == CAPACITY {
-                self.split(pointer, version, parent, probe)?;
+                self.split(pointer, version, parent, probe, slot)?;
                 return Err(Restart);
             }
             // Unchanged since the search (or the upgrade fails), so `slot`
@@ -538,6 +547,7 @@ impl Tree {
             leaf.tails[slot].store(make_tail(probe.bytes), Ordering::Relaxed);
             leaf.values[slot].store(value, Ordering::Relaxed);
             node.count.store(count as u32 + 1, Ordering::Relaxed);
+            node.last_insert.store(slot as u8, Ordering::Relaxed);
             node.unlock();
             // `upgrade` and `unlock` each add LOCKED to the version.
             return Ok(Some(InsertedInto {
@@ -548,14 +558,16 @@ impl Tree {
     }
 
     /// Splits the full node at `pointer` (read at `version`), inserting the
-    /// separator into `parent` or growing a new root. Always ends in a
-    /// restart of the caller's operation.
+    /// separator into `parent` or growing a new root. `slot` is where the
+    /// probe goes in a leaf. Always ends in a restart of the caller's
+    /// operation.
     fn split(
         &self,
         pointer: *mut Header,
         version: u64,
         parent: Option<(&Inner, u64, usize)>,
         probe: &Probe<'_>,
+        slot: usize,
     ) -> Step<()> {
         let node = Self::node(pointer);
         match parent {
@@ -575,7 +587,7 @@ impl Tree {
             }
         }
         let (separator_head, separator_tail, right) = if node.leaf {
-            split_leaf(Self::leaf(pointer), probe)
+            split_leaf(Self::leaf(pointer), probe, slot)
         } else {
             split_inner(Self::inner(pointer))
         };
@@ -872,11 +884,18 @@ fn move_slot(heads: &[AtomicU64], tails: &[AtomicU64], from: usize, to: usize) {
 
 /// Moves the upper part of a locked, full leaf to a new right sibling.
 /// Returns the separator (a copy of the right leaf's first key) and the
-/// new leaf. Usually splits in half; when `probe` (the key that needs room)
-/// goes after every key of the leaf — an append, as in sequential loads —
-/// it moves only the last entry, so appends leave full leaves behind
-/// instead of half-empty ones.
-fn split_leaf(leaf: &Leaf, probe: &Probe<'_>) -> (u64, u64, *mut Header) {
+/// new leaf. `slot` is where `probe` (the key that needs room) goes.
+///
+/// Usually splits in half. Two sequential patterns split elsewhere, so
+/// that they leave full leaves behind instead of half-empty ones:
+/// * an append (`probe` after every key, as in sequential loads) moves
+///   only the last entry;
+/// * an ascending run in the middle of the key space (`probe` goes right
+///   after the leaf's last insert, as TPC-C's order lines do at the end of
+///   each district's range, just before the next district's keys) splits
+///   at `slot`, so the run continues at the end of the left leaf, which
+///   is then an append (InnoDB splits sequential inserts the same way).
+fn split_leaf(leaf: &Leaf, probe: &Probe<'_>, slot: usize) -> (u64, u64, *mut Header) {
     let right_pointer = Leaf::allocate();
     let right = Tree::leaf(right_pointer);
     let last = CAPACITY - 1;
@@ -884,7 +903,15 @@ fn split_leaf(leaf: &Leaf, probe: &Probe<'_>) -> (u64, u64, *mut Header) {
     // SAFETY: the leaf is locked; its key copies are live.
     let appending =
         unsafe { compare(probe, head, leaf.tails[last].load(Ordering::Relaxed)) }.is_gt();
-    let mid = if appending { last } else { CAPACITY / 2 };
+    let previous = leaf.header.last_insert.load(Ordering::Relaxed);
+    let ascending = previous != NO_INSERT && slot == usize::from(previous) + 1;
+    let mid = if appending {
+        last
+    } else if ascending && (1..CAPACITY).contains(&slot) {
+        slot
+    } else {
+        CAPACITY / 2
+    };
     for i in mid..CAPACITY {
         right.heads[i - mid].store(leaf.heads[i].load(Ordering::Relaxed), Ordering::Relaxed);
         right.tails[i - mid].store(leaf.tails[i].load(Ordering::Relaxed), Ordering::Relaxed);
