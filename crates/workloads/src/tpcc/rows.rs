@@ -552,5 +552,22 @@ mod tests {
         assert_eq!(Order::decode(&buf), Some(order));
         buf.push(0);
         assert_eq!(Order::decode(&buf), None, "trailing bytes are malformed");
+
+        buf.clear();
+        let dist_info = [b'x'; DIST_INFO_LEN];
+        let line = OrderLine {
+            i_id: 100_000,
+            supply_w_id: 7,
+            delivery_d: u64::MAX,
+            quantity: 10,
+            amount: -999_999,
+            dist_info: &dist_info,
+        };
+        line.encode(&mut buf);
+        assert_eq!(buf.len(), 47);
+        assert_eq!(OrderLine::decode(&buf), Some(line));
+        assert_eq!(OrderLine::decode_i_id(&buf), Some(100_000));
+        buf.pop();
+        assert_eq!(OrderLine::decode(&buf), None, "a short row is malformed");
     }
 }
