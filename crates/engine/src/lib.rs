@@ -18,6 +18,7 @@ pub mod durability;
 mod error;
 mod index;
 mod pool;
+mod prefetch;
 mod record;
 mod table;
 mod ticket;

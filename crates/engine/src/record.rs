@@ -214,17 +214,7 @@ impl Record {
     /// front of an inline value.
     #[inline(always)]
     pub(crate) fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let base = (self as *const Self).cast::<i8>();
-            for line in 0..PREFETCH_LINES {
-                // SAFETY: prefetching is a hint; it never faults.
-                unsafe { _mm_prefetch(base.wrapping_add(line * 64), _MM_HINT_T0) };
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = self;
+        crate::prefetch::prefetch_lines(self, PREFETCH_LINES);
     }
 
     /// The current word, without waiting for a lock.

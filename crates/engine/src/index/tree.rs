@@ -150,18 +150,7 @@ const PREFETCH_LINES: usize = 9;
 /// whole nodes).
 #[inline(always)]
 fn prefetch(node: *const Header) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let base = node.cast::<i8>();
-        for line in 0..PREFETCH_LINES {
-            // SAFETY: prefetching is a hint; it never faults, even for
-            // addresses past the node.
-            unsafe { _mm_prefetch(base.wrapping_add(line * 64), _MM_HINT_T0) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = node;
+    crate::prefetch::prefetch_lines(node, PREFETCH_LINES);
 }
 
 /// Why an optimistic step failed: start again from the root.
