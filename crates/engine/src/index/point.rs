@@ -20,22 +20,38 @@
 //!
 //! Filled two ways: by inserts, and by reads that missed here but found
 //! the key in the tree (records loaded by recovery, which skips the map so
-//! that it runs at the speed of the tree: a map insert costs about 400 ns,
-//! three times a tree insert).
+//! that it runs at the speed of the tree). Being a cache of the tree is
+//! what lets the table below stay simple: a reader that meets a writer or a
+//! table being replaced just misses, and an insert that meets a table being
+//! replaced is dropped (a later read fills it). Removals alone must reach
+//! the table that will stay (see `buckets`).
 //!
-//! The map is scc's `HashIndex`: lock-free reads, its entries reclaimed
-//! through its own epochs. It holds only keys and record words; the
-//! records themselves are still reclaimed through ours.
+//! The table is our own (`buckets`): one cache line per bucket with the keys
+//! inline, so a probe costs one miss, where scc's `HashIndex` (its first
+//! form) cost two. A replaced table is kept until the index is dropped,
+//! because readers hold no reference count on it: tables double, so the
+//! replaced ones together take less memory than the current one.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+mod buckets;
+mod sync;
+
+use std::sync::atomic::Ordering::{Acquire, Release};
+
+use parking_lot::Mutex;
+
+use buckets::{Inserted, KeyWords, Table};
+use sync::AtomicPtr;
 
 /// Longest key the map holds; longer keys are read through the tree only.
 pub(crate) const MAX_KEY: usize = 15;
 
+/// Home buckets of a new index (4 KiB).
+const FIRST_BUCKETS: usize = 64;
+
 /// A key of at most [`MAX_KEY`] bytes, zero-padded, its length in the last
 /// byte, so equal keys are equal words and different lengths differ.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct ShortKey([u64; 2]);
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct ShortKey(KeyWords);
 
 impl ShortKey {
     #[inline]
@@ -54,76 +70,62 @@ impl ShortKey {
     }
 }
 
-impl Hash for ShortKey {
-    #[inline]
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(
-            self.0[0]
-                ^ self.0[1]
-                    .rotate_left(32)
-                    .wrapping_mul(0x9e37_79b9_7f4a_7c15),
-        );
-    }
-}
-
-/// Hashes one word with MurmurHash3's 64-bit finalizer: every input bit
-/// reaches every output bit, which scc needs (it takes bucket and tag bits
-/// from different ends of the hash).
-#[derive(Clone, Copy, Default)]
-struct MixHasher(u64);
-
-impl Hasher for MixHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-    #[inline]
-    fn write_u64(&mut self, word: u64) {
-        self.0 = self.0.rotate_left(5) ^ word;
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-}
-
-#[derive(Clone, Copy, Default)]
-struct BuildMixHasher;
-
-impl BuildHasher for BuildMixHasher {
-    type Hasher = MixHasher;
-    #[inline]
-    fn build_hasher(&self) -> MixHasher {
-        MixHasher::default()
-    }
+/// Hashes a key's two words: a multiply folds the second into the first,
+/// then MurmurHash3's 64-bit finalizer carries every input bit to the low
+/// bits the table indexes by.
+#[inline]
+fn hash(key: KeyWords) -> u64 {
+    let mut h = key[0] ^ key[1].rotate_left(32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 /// Short key → record word, kept a subset of the tree by the caller (see
 /// the module comment).
 pub(crate) struct PointIndex {
-    map: scc::HashIndex<ShortKey, u64, BuildMixHasher>,
+    /// The table in use. Never null; replaced tables stay in `replaced`.
+    current: AtomicPtr<Table>,
+    /// Tables replaced by growth, freed with the index; its lock also makes
+    /// one thread at a time the one that grows the table. Boxed: readers
+    /// may still hold a replaced table's address, so it must not move.
+    #[allow(clippy::vec_box)]
+    replaced: Mutex<Vec<Box<Table>>>,
 }
+
+// SAFETY: the raw pointer is to a `Table` owned by the index, which is
+// shared only through atomics (see `buckets`).
+unsafe impl Send for PointIndex {}
+// SAFETY: as above.
+unsafe impl Sync for PointIndex {}
 
 impl PointIndex {
     pub(crate) fn new() -> Self {
+        Self::with_buckets(FIRST_BUCKETS)
+    }
+
+    fn with_buckets(buckets: usize) -> Self {
         Self {
-            map: scc::HashIndex::with_hasher(BuildMixHasher),
+            current: AtomicPtr::new(Box::into_raw(Box::new(Table::new(buckets)))),
+            replaced: Mutex::new(Vec::new()),
         }
     }
 
-    /// The word for `key`, if the map holds it.
+    #[inline]
+    fn table(&self) -> &Table {
+        // SAFETY: `current` always points to a live table: tables are freed
+        // only when the index is dropped.
+        unsafe { &*self.current.load(Acquire) }
+    }
+
+    /// The word for `key`, if the map holds it (and no writer was in its
+    /// bucket at the time).
     #[inline]
     pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
         let key = ShortKey::new(key)?;
-        self.map.peek_with(&key, |_, word| *word)
+        self.table().get(hash(key.0), key.0)
     }
 
     /// Whether `key` is short enough for the map.
@@ -132,31 +134,64 @@ impl PointIndex {
         key.len() <= MAX_KEY
     }
 
-    /// Adds `key → word` unless the key is there (a no-op for a long key).
-    /// The caller holds the record's lock, and the record is in the tree
-    /// under `key` — just inserted, or found there and not unlinked — so
-    /// an entry already there can only be this same word, put by a
-    /// concurrent fill.
+    /// Adds `key → word` unless the key is there (a no-op for a long key,
+    /// and dropped while the table is being replaced). The caller holds
+    /// the record's lock, and the record is in the tree under `key` — just
+    /// inserted, or found there and not unlinked — so an entry already
+    /// there can only be this same word, put by a concurrent fill.
     #[inline]
     pub(crate) fn insert(&self, key: &[u8], word: u64) {
-        if let Some(key) = ShortKey::new(key) {
-            let _ = self.map.insert_sync(key, word);
+        let Some(key) = ShortKey::new(key) else {
+            return;
+        };
+        let table = self.table();
+        if table.insert(hash(key.0), key.0, word) == Inserted::Grow {
+            self.grow(table);
         }
     }
 
     /// Removes `key` if it maps to `word`. The caller holds that record's
-    /// lock and removes it from the tree next.
+    /// lock and removes it from the tree next. While the table is being
+    /// replaced this waits for the new one, which may hold a copy.
     #[inline]
     pub(crate) fn remove_if_is(&self, key: &[u8], word: u64) {
-        if let Some(key) = ShortKey::new(key) {
-            self.map.remove_if_sync(&key, |current| *current == word);
+        let Some(key) = ShortKey::new(key) else {
+            return;
+        };
+        while self.table().remove_if_is(hash(key.0), key.0, word).is_err() {
+            sync::yield_now();
         }
+    }
+
+    /// Replaces `full` by a table twice its size, unless another thread is
+    /// doing so or already did.
+    #[cold]
+    fn grow(&self, full: &Table) {
+        let Some(mut replaced) = self.replaced.try_lock() else {
+            return;
+        };
+        if !std::ptr::eq(self.table(), full) {
+            return;
+        }
+        let bigger = Box::new(Table::new(full.len() * 2));
+        full.move_into(&bigger, hash);
+        let old = self.current.swap(Box::into_raw(bigger), Release);
+        // SAFETY: `old` came from `Box::into_raw` and leaves `current` here
+        // once; readers may still hold it, so it is kept, not freed.
+        replaced.push(unsafe { Box::from_raw(old) });
     }
 
     /// Entries held (tests).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.table().count()
+    }
+}
+
+impl Drop for PointIndex {
+    fn drop(&mut self) {
+        // SAFETY: `current` came from `Box::into_raw`; no reader remains.
+        drop(unsafe { Box::from_raw(self.current.load(Acquire)) });
     }
 }
 
@@ -186,5 +221,207 @@ mod tests {
         assert_eq!(index.get(b"k1"), Some(10), "another record's word keeps it");
         index.remove_if_is(b"k1", 10);
         assert_eq!(index.get(b"k1"), None);
+    }
+
+    #[test]
+    fn growth_keeps_every_entry() {
+        let index = PointIndex::with_buckets(2);
+        for k in 1..=5_000u64 {
+            index.insert(&k.to_be_bytes(), k);
+        }
+        assert!(index.table().len() >= 2_048, "the table grew");
+        assert!(index.replaced.lock().len() >= 10);
+        assert_eq!(index.len(), 5_000);
+        for k in 1..=5_000u64 {
+            assert_eq!(index.get(&k.to_be_bytes()), Some(k));
+        }
+        for k in (1..=5_000u64).step_by(2) {
+            index.remove_if_is(&k.to_be_bytes(), k);
+        }
+        for k in 1..=5_000u64 {
+            let expected = (k % 2 == 0).then_some(k);
+            assert_eq!(index.get(&k.to_be_bytes()), expected);
+        }
+    }
+
+    /// Writers insert and remove their own keys (growing the table from
+    /// two buckets as they go) while readers probe everyone's: a reader
+    /// may miss a key, but never sees a word that key did not hold, and a
+    /// writer sees its own removals at once.
+    #[test]
+    fn readers_see_only_words_their_keys_held() {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        const WRITERS: u64 = 2;
+        const KEYS: u64 = 20_000;
+        let index = PointIndex::with_buckets(2);
+        let stop = AtomicBool::new(false);
+        // Key `k` of writer `w` only ever holds the word `word(w, k, round)`.
+        let word = |w: u64, k: u64, round: u64| (round << 32) | (w << 20) | (k + 1);
+        std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|w| {
+                    let index = &index;
+                    scope.spawn(move || {
+                        for round in 1..=3u64 {
+                            for k in 0..KEYS {
+                                let key = (w * KEYS + k).to_be_bytes();
+                                index.insert(&key, word(w, k, round));
+                            }
+                            for k in (0..KEYS).step_by(3) {
+                                let key = (w * KEYS + k).to_be_bytes();
+                                index.remove_if_is(&key, word(w, k, round));
+                                assert_eq!(index.get(&key), None, "own removal seen");
+                            }
+                            for k in 0..KEYS {
+                                let key = (w * KEYS + k).to_be_bytes();
+                                index.remove_if_is(&key, word(w, k, round));
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for _ in 0..2 {
+                let (index, stop) = (&index, &stop);
+                scope.spawn(move || {
+                    while !stop.load(Relaxed) {
+                        for key in 0..WRITERS * KEYS {
+                            if let Some(found) = index.get(&key.to_be_bytes()) {
+                                let (w, k) = (key / KEYS, key % KEYS);
+                                assert_eq!(found, word(w, k, found >> 32), "key {key}");
+                            }
+                        }
+                    }
+                });
+            }
+            for writer in writers {
+                writer.join().expect("writer");
+            }
+            stop.store(true, Relaxed);
+        });
+        assert_eq!(index.len(), 0);
+    }
+}
+
+#[cfg(all(test, engine_shuttle))]
+mod schedule_tests {
+    //! The seqlock and the move under shuttle's randomized schedulers (PCT
+    //! and uniform random, many thousand schedules each) over a table of one
+    //! or two buckets: `RUSTFLAGS="--cfg engine_shuttle" cargo test -p
+    //! epochdb-engine --release --lib schedule_`. Shuttle explores
+    //! interleavings under sequential consistency; the fences' weaker
+    //! orderings are the standard seqlock's (see `buckets`).
+
+    use super::*;
+    use shuttle::sync::atomic::AtomicBool;
+    use shuttle::sync::Arc;
+    use std::sync::atomic::Ordering::{Acquire, Release};
+
+    /// Runs `body` under many schedules of both of shuttle's schedulers.
+    fn check(body: impl Fn() + Send + Sync + 'static) {
+        let body = std::sync::Arc::new(body);
+        let pct = body.clone();
+        shuttle::check_pct(move || pct(), 20_000, 3);
+        shuttle::check_random(move || body(), 20_000);
+    }
+
+    fn key(k: u64) -> [u8; 8] {
+        k.to_be_bytes()
+    }
+
+    /// A reader racing an insert into a full chain (so the insert adds an
+    /// overflow bucket) sees the word or nothing, and the inserter's own
+    /// read afterwards sees it.
+    #[test]
+    fn schedule_a_read_racing_an_insert_sees_the_word_or_nothing() {
+        check(|| {
+            let index = Arc::new(PointIndex::with_buckets(1));
+            index.insert(&key(1), 11);
+            index.insert(&key(2), 12);
+            let writer = {
+                let index = index.clone();
+                shuttle::thread::spawn(move || {
+                    index.insert(&key(3), 13);
+                    assert_eq!(index.get(&key(3)), Some(13));
+                })
+            };
+            let seen = index.get(&key(3));
+            assert!(seen.is_none() || seen == Some(13), "{seen:?}");
+            assert!(matches!(index.get(&key(1)), None | Some(11)));
+            writer.join().unwrap();
+        });
+    }
+
+    /// Once a removal has finished (here: its flag is seen), no reader
+    /// finds the entry, even while another thread moves the table — the
+    /// map stays a subset of the tree.
+    #[test]
+    fn schedule_a_finished_removal_is_never_undone_by_growth() {
+        check(|| {
+            let index = Arc::new(PointIndex::with_buckets(1));
+            index.insert(&key(1), 11);
+            index.insert(&key(2), 12);
+            let removed = Arc::new(AtomicBool::new(false));
+            let remover = {
+                let (index, removed) = (index.clone(), removed.clone());
+                shuttle::thread::spawn(move || {
+                    index.remove_if_is(&key(1), 11);
+                    removed.store(true, Release);
+                })
+            };
+            let grower = {
+                let index = index.clone();
+                shuttle::thread::spawn(move || index.grow(index.table()))
+            };
+            if removed.load(Acquire) {
+                assert_eq!(index.get(&key(1)), None);
+            }
+            remover.join().unwrap();
+            grower.join().unwrap();
+            assert_eq!(index.get(&key(1)), None);
+            assert_eq!(index.get(&key(2)), Some(12));
+            assert_eq!(index.table().len(), 2);
+        });
+    }
+
+    /// An insert racing growth is either copied or dropped, never half
+    /// there: afterwards the key maps to its word or is missing, and the
+    /// keys already present all survive.
+    #[test]
+    fn schedule_an_insert_racing_growth_is_kept_or_dropped_whole() {
+        check(|| {
+            let index = Arc::new(PointIndex::with_buckets(1));
+            index.insert(&key(1), 11);
+            let inserter = {
+                let index = index.clone();
+                shuttle::thread::spawn(move || index.insert(&key(2), 12))
+            };
+            index.grow(index.table());
+            inserter.join().unwrap();
+            assert!(matches!(index.get(&key(2)), None | Some(12)));
+            assert_eq!(index.get(&key(1)), Some(11));
+        });
+    }
+
+    /// A slot emptied and reused for another key while a reader probes it:
+    /// the version check keeps the reader from pairing the old key with the
+    /// new word.
+    #[test]
+    fn schedule_a_reused_slot_never_pairs_a_key_with_another_word() {
+        check(|| {
+            let index = Arc::new(PointIndex::with_buckets(1));
+            index.insert(&key(1), 11);
+            let writer = {
+                let index = index.clone();
+                shuttle::thread::spawn(move || {
+                    index.remove_if_is(&key(1), 11);
+                    index.insert(&key(3), 13);
+                })
+            };
+            let old = index.get(&key(1));
+            assert!(old.is_none() || old == Some(11), "{old:?}");
+            let new = index.get(&key(3));
+            assert!(new.is_none() || new == Some(13), "{new:?}");
+            writer.join().unwrap();
+        });
     }
 }

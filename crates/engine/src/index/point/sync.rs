@@ -1,0 +1,26 @@
+//! Where the point index's atomics come from: shuttle's, whose scheduler
+//! the schedule tests drive, under `cfg(engine_shuttle)`.
+
+#[cfg(engine_shuttle)]
+pub(super) use shuttle::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
+#[cfg(not(engine_shuttle))]
+pub(super) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
+
+/// Waits a moment for another thread holding a bucket (under shuttle, a
+/// yield point).
+#[inline]
+pub(super) fn spin_wait() {
+    #[cfg(engine_shuttle)]
+    shuttle::thread::yield_now();
+    #[cfg(not(engine_shuttle))]
+    std::hint::spin_loop();
+}
+
+/// Lets another thread run: a remover waiting for a table to be replaced.
+#[inline]
+pub(super) fn yield_now() {
+    #[cfg(engine_shuttle)]
+    shuttle::thread::yield_now();
+    #[cfg(not(engine_shuttle))]
+    std::thread::yield_now();
+}
