@@ -169,7 +169,10 @@ impl Database {
         let names = tables
             .read()
             .iter()
-            .map(|table| (table.name.clone(), table.id))
+            .map(|table| {
+                table.attach_epochs(&epochs);
+                (table.name.clone(), table.id)
+            })
             .collect();
         let ticker = EpochTicker::start_adaptive(
             epochs.clone(),
@@ -241,11 +244,13 @@ impl Database {
         let count = self.shared.tables.read().len();
         let id = TableId(u32::try_from(count).expect("too many tables"));
         self.shared.durability.table_created(id, name)?;
-        self.shared.tables.write().push(Arc::new(Table::new(
+        let table = Table::new(
             id,
             name.to_owned(),
             self.shared.config.point_index.covers(name),
-        )));
+        );
+        table.attach_epochs(&self.shared.epochs);
+        self.shared.tables.write().push(Arc::new(table));
         names.insert(name.to_owned(), id);
         self.shared.tables_version.fetch_add(1, Ordering::Release);
         Ok(id)

@@ -52,6 +52,14 @@ impl Table {
         }
     }
 
+    /// Hands the point index the database's epochs, through which it frees
+    /// the tables its growth replaces.
+    pub(crate) fn attach_epochs(&self, epochs: &epochdb_epoch::EpochManager) {
+        if let Some(point) = &self.point {
+            point.attach_epochs(epochs);
+        }
+    }
+
     /// The record for `key`, or the leaf version proving it is missing.
     #[inline]
     pub(crate) fn lookup(&self, key: &[u8]) -> Result<RecordRef, LeafVersion> {

@@ -28,15 +28,20 @@
 //!
 //! The table is our own (`buckets`): one cache line per bucket with the keys
 //! inline, so a probe costs one miss, where scc's `HashIndex` (its first
-//! form) cost two. A replaced table is kept until the index is dropped,
-//! because readers hold no reference count on it: tables double, so the
-//! replaced ones together take less memory than the current one.
+//! form) cost two. Readers hold no reference count on the table they
+//! probe; a replaced table is freed through the database's epochs (every
+//! probe runs inside an epoch-protected transaction) once every thread
+//! has left the epoch in which it was replaced, or with the index where no
+//! epochs are attached (the unit tests).
 
 mod buckets;
 mod sync;
 
 use std::sync::atomic::Ordering::{Acquire, Release};
 
+use std::sync::OnceLock;
+
+use epochdb_epoch::EpochManager;
 use parking_lot::Mutex;
 
 use buckets::{Inserted, KeyWords, Table};
@@ -88,11 +93,14 @@ fn hash(key: KeyWords) -> u64 {
 pub(crate) struct PointIndex {
     /// The table in use. Never null; replaced tables stay in `replaced`.
     current: AtomicPtr<Table>,
-    /// Tables replaced by growth, freed with the index; its lock also makes
-    /// one thread at a time the one that grows the table. Raw pointers, not
-    /// boxes: readers may still hold references to them, which a `Box`'s
-    /// claim of unique ownership would contradict.
+    /// Tables replaced by growth while no epochs were attached, freed with
+    /// the index; its lock also makes one thread at a time the one that
+    /// grows the table. Raw pointers, not boxes: readers may still hold
+    /// references to them, which a `Box`'s claim of unique ownership would
+    /// contradict.
     replaced: Mutex<Vec<*mut Table>>,
+    /// The database's epochs, through which replaced tables are freed.
+    epochs: OnceLock<EpochManager>,
 }
 
 // SAFETY: the raw pointers are to `Table`s owned by the index, which are
@@ -110,7 +118,14 @@ impl PointIndex {
         Self {
             current: AtomicPtr::new(Box::into_raw(Box::new(Table::new(buckets)))),
             replaced: Mutex::new(Vec::new()),
+            epochs: OnceLock::new(),
         }
+    }
+
+    /// Frees tables replaced from now on through `epochs`, whose protection
+    /// every caller of this index holds.
+    pub(crate) fn attach_epochs(&self, epochs: &EpochManager) {
+        let _ = self.epochs.set(epochs.clone());
     }
 
     #[inline]
@@ -176,14 +191,38 @@ impl PointIndex {
         let bigger = Box::new(Table::new(full.len() * 2));
         full.move_into(&bigger, hash);
         let old = self.current.swap(Box::into_raw(bigger), Release);
-        // Readers may still hold `old`: it is kept until the index drops.
-        replaced.push(old);
+        // Readers may still hold `old`: free it once every thread has left
+        // the current epoch (BumpEpoch with an action, cpr-sigmod19 §3),
+        // or keep it until the index drops.
+        match self.epochs.get() {
+            Some(epochs) => {
+                let old = ReplacedTable(old);
+                epochs.bump_with(move || drop(old));
+            }
+            None => replaced.push(old),
+        }
     }
 
     /// Entries held (tests).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.table().count()
+    }
+}
+
+/// A replaced table on its way to being freed by an epoch action.
+struct ReplacedTable(*mut Table);
+
+// SAFETY: the table is shared only through atomics, and the action that
+// owns this is its only owner once it runs.
+unsafe impl Send for ReplacedTable {}
+
+impl Drop for ReplacedTable {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::into_raw` and left `current`
+        // once; the epoch action runs (or is dropped, at teardown) only
+        // after every thread that could have read it has left its epoch.
+        drop(unsafe { Box::from_raw(self.0) });
     }
 }
 
@@ -246,6 +285,35 @@ mod tests {
             let expected = (k % 2 == 0).then_some(k);
             assert_eq!(index.get(&k.to_be_bytes()), expected);
         }
+    }
+
+    /// A table replaced while a reader is protected stays readable until
+    /// the reader leaves its epoch, then is freed (miri checks both: a use
+    /// after free, and a leak).
+    #[test]
+    fn replaced_tables_are_freed_through_epochs() {
+        let epochs = EpochManager::new(4);
+        let mut reader = epochs.register().expect("a slot");
+        reader.protect();
+        let index = PointIndex::with_buckets(2);
+        index.attach_epochs(&epochs);
+        index.insert(b"first", 1);
+        let first: &Table = index.table();
+        for k in 0..200u64 {
+            index.insert(&k.to_be_bytes(), k + 10);
+        }
+        assert!(!std::ptr::eq(index.table(), first), "the table grew");
+        assert!(index.replaced.lock().is_empty(), "handed to the epochs");
+        epochs.try_drain();
+        // Still protected in the epoch it was replaced in: still there.
+        let moved = first.get(
+            hash(ShortKey::new(b"first").unwrap().0),
+            ShortKey::new(b"first").unwrap().0,
+        );
+        assert_eq!(moved, None, "a moved table answers nothing");
+        reader.unprotect();
+        epochs.try_drain();
+        assert_eq!(index.get(b"first"), Some(1));
     }
 
     /// Writers insert and remove their own keys (growing the table from
