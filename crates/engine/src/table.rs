@@ -76,6 +76,15 @@ impl Table {
         found
     }
 
+    /// Starts loading the point-index bucket for `key`, if the table has a
+    /// point index (the tree's descent has no single line to ask for).
+    #[inline]
+    pub(crate) fn prefetch_index(&self, key: &[u8]) {
+        if let Some(point) = &self.point {
+            point.prefetch(key);
+        }
+    }
+
     /// Adds a record a read found in the tree to the point index, if its
     /// lock is free right now (a held lock is a commit or an insert in
     /// flight; a later read fills it) and it has not been unlinked. Under

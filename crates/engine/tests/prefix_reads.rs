@@ -70,7 +70,8 @@ fn a_change_past_the_prefix_fails_validation() {
     );
 }
 
-/// `Transaction::prefetch` is only a hint: it leaves the read set alone, so
+/// `Transaction::prefetch` (and `prefetch_index`) is only a hint: it leaves
+/// the read set alone, so
 /// a key changed after it was prefetched (and never read) does not abort
 /// the transaction, while the same change after a read does.
 #[test]
@@ -85,6 +86,8 @@ fn a_prefetch_is_not_a_read() {
         let (seen, _) = reader
             .run(|tx| {
                 attempts.set(attempts.get() + 1);
+                tx.prefetch_index(t, b"k");
+                tx.prefetch_index(t, b"missing");
                 tx.prefetch(t, b"k");
                 tx.prefetch(t, b"missing");
                 let seen = if read_it {
@@ -109,6 +112,7 @@ fn a_prefetch_is_not_a_read() {
     // A prefetched key reads as usual afterwards.
     let (value, _) = reader
         .run(|tx| {
+            tx.prefetch_index(t, b"k");
             tx.prefetch(t, b"k");
             Ok(tx.get(t, b"k")?.map(<[u8]>::to_vec))
         })

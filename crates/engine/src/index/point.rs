@@ -143,6 +143,14 @@ impl PointIndex {
         self.table().get(hash(key.0), key.0)
     }
 
+    /// Starts loading the bucket `key` hashes to, for a `get` soon after.
+    #[inline]
+    pub(crate) fn prefetch(&self, key: &[u8]) {
+        if let Some(key) = ShortKey::new(key) {
+            self.table().prefetch(hash(key.0));
+        }
+    }
+
     /// Whether `key` is short enough for the map.
     #[inline]
     pub(crate) fn covers(key: &[u8]) -> bool {

@@ -204,7 +204,13 @@ impl TpccClient {
                 |_| {},
             )?;
 
-            // Start every line's item and stock misses now, together.
+            // Start every line's item and stock misses now, together: the
+            // index lines first, then (their probes now hitting the cache)
+            // the records.
+            for line in lines {
+                tx.prefetch_index(t.item, &item_key(line.i_id));
+                tx.prefetch_index(t.stock, &stock_key(line.supply_w_id, line.i_id));
+            }
             for line in lines {
                 tx.prefetch(t.item, &item_key(line.i_id));
                 tx.prefetch(t.stock, &stock_key(line.supply_w_id, line.i_id));
@@ -482,6 +488,9 @@ impl TpccClient {
             let mut low = 0u32;
             // Up to 300 stock rows: prefetch a batch, then read it.
             for batch in ids.chunks(STOCK_LEVEL_BATCH) {
+                for &i in batch {
+                    tx.prefetch_index(t.stock, &stock_key(w, i));
+                }
                 for &i in batch {
                     tx.prefetch(t.stock, &stock_key(w, i));
                 }

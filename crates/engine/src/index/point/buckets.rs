@@ -184,6 +184,12 @@ impl Table {
         &self.buckets[hash as usize & self.mask]
     }
 
+    /// Starts loading the home bucket of `hash` into cache.
+    #[inline]
+    pub(super) fn prefetch(&self, hash: u64) {
+        crate::prefetch::prefetch_lines(self.home(hash), 1);
+    }
+
     /// The word for `key`; `None` if absent, or if a writer or a move was
     /// in the way (the caller then asks the tree).
     #[inline]
