@@ -38,7 +38,6 @@ mod buckets;
 mod sync;
 
 use std::sync::atomic::Ordering::{Acquire, Release};
-
 use std::sync::OnceLock;
 
 use epochdb_epoch::EpochManager;
@@ -91,7 +90,8 @@ fn hash(key: KeyWords) -> u64 {
 /// Short key → record word, kept a subset of the tree by the caller (see
 /// the module comment).
 pub(crate) struct PointIndex {
-    /// The table in use. Never null; replaced tables stay in `replaced`.
+    /// The table in use. Never null; a replaced table goes to an epoch
+    /// action (or to `replaced`, without epochs).
     current: AtomicPtr<Table>,
     /// Tables replaced by growth while no epochs were attached, freed with
     /// the index; its lock also makes one thread at a time the one that
