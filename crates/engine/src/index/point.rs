@@ -24,7 +24,8 @@
 //! what lets the table below stay simple: a reader that meets a writer or a
 //! table being replaced just misses, and an insert that meets a table being
 //! replaced is dropped (a later read fills it). Removals alone must reach
-//! the table that will stay (see `buckets`).
+//! the table that will stay: one that meets a copied chain is handed to
+//! the thread building the new table, which applies it before publishing.
 //!
 //! The table is our own (`buckets`): one cache line per bucket with the keys
 //! inline, so a probe costs one miss, where scc's `HashIndex` (its first
@@ -101,6 +102,10 @@ pub(crate) struct PointIndex {
     replaced: Mutex<Vec<*mut Table>>,
     /// The database's epochs, through which replaced tables are freed.
     epochs: OnceLock<EpochManager>,
+    /// Removals that met a chain already copied into the table being
+    /// built: the grower applies them to it before publishing it, under
+    /// this lock, so a removal never waits for a growth.
+    deferred: sync::Mutex<Vec<(KeyWords, u64)>>,
 }
 
 // SAFETY: the raw pointers are to `Table`s owned by the index, which are
@@ -119,6 +124,7 @@ impl PointIndex {
             current: AtomicPtr::new(Box::into_raw(Box::new(Table::new(buckets)))),
             replaced: Mutex::new(Vec::new()),
             epochs: OnceLock::new(),
+            deferred: sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -174,15 +180,26 @@ impl PointIndex {
     }
 
     /// Removes `key` if it maps to `word`. The caller holds that record's
-    /// lock and removes it from the tree next. While the table is being
-    /// replaced this waits for the new one, which may hold a copy.
+    /// lock and removes it from the tree next. If the key's chain was
+    /// already copied into a table being built, the removal is handed to
+    /// the grower, which applies it before anyone can read that table.
     #[inline]
     pub(crate) fn remove_if_is(&self, key: &[u8], word: u64) {
         let Some(key) = ShortKey::new(key) else {
             return;
         };
-        while self.table().remove_if_is(hash(key.0), key.0, word).is_err() {
-            sync::yield_now();
+        loop {
+            let table = self.table();
+            if table.remove_if_is(hash(key.0), key.0, word).is_ok() {
+                return;
+            }
+            let mut deferred = self.deferred.lock();
+            // The grower publishes under this lock: if `table` is still
+            // current, the new table is unpublished and will get this.
+            if std::ptr::eq(self.table(), table) {
+                deferred.push((key.0, word));
+                return;
+            }
         }
     }
 
@@ -198,7 +215,13 @@ impl PointIndex {
         }
         let bigger = Box::new(Table::new(full.len() * 2));
         full.move_into(&bigger, hash);
+        let mut deferred = self.deferred.lock();
+        for (key, word) in deferred.drain(..) {
+            let unpublished = bigger.remove_if_is(hash(key), key, word);
+            debug_assert!(unpublished.is_ok(), "nothing moves an unpublished table");
+        }
         let old = self.current.swap(Box::into_raw(bigger), Release);
+        drop(deferred);
         // Readers may still hold `old`: free it once every thread has left
         // the current epoch (BumpEpoch with an action, cpr-sigmod19 §3),
         // or keep it until the index drops.

@@ -28,8 +28,8 @@
 //! marks it `MOVED` (frozen for good) before publishing the new table.
 //! Readers treat a locked or moved bucket as a miss, which the caller
 //! answers from the tree; inserts skip a moved bucket (the map is a cache,
-//! see `point`); removals wait for the new table, so a removed key cannot
-//! live on in the copy.
+//! see `point`); removals that meet one are applied to the copy before it
+//! is published (`point`), so a removed key cannot live on in it.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 

@@ -16,11 +16,33 @@ pub(super) fn spin_wait() {
     std::hint::spin_loop();
 }
 
-/// Lets another thread run: a remover waiting for a table to be replaced.
-#[inline]
-pub(super) fn yield_now() {
-    #[cfg(engine_shuttle)]
-    shuttle::thread::yield_now();
+/// A mutex with a poison-free `lock()`: parking_lot's, or shuttle's under
+/// the schedule tests (whose scheduler must see every blocking lock).
+#[derive(Debug, Default)]
+pub(super) struct Mutex<T> {
     #[cfg(not(engine_shuttle))]
-    std::thread::yield_now();
+    inner: parking_lot::Mutex<T>,
+    #[cfg(engine_shuttle)]
+    inner: shuttle::sync::Mutex<T>,
+}
+
+impl<T> Mutex<T> {
+    pub(super) fn new(value: T) -> Self {
+        Self {
+            #[cfg(not(engine_shuttle))]
+            inner: parking_lot::Mutex::new(value),
+            #[cfg(engine_shuttle)]
+            inner: shuttle::sync::Mutex::new(value),
+        }
+    }
+
+    #[cfg(not(engine_shuttle))]
+    pub(super) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+        self.inner.lock()
+    }
+
+    #[cfg(engine_shuttle)]
+    pub(super) fn lock(&self) -> shuttle::sync::MutexGuard<'_, T> {
+        self.inner.lock().expect("shuttle mutex poisoned")
+    }
 }
