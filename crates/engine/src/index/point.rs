@@ -296,6 +296,31 @@ mod tests {
         assert_eq!(index.get(b"k1"), None);
     }
 
+    /// Not a test but a measurement (BENCHMARKS.md, "growth pauses"):
+    /// inserts 10 M keys on one thread and prints every insert that took
+    /// over a millisecond — the ones that doubled the table.
+    /// `cargo test --release -p epochdb-engine --lib growth_pauses --
+    /// --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement; prints, asserts nothing about time"]
+    fn growth_pauses() {
+        let index = PointIndex::new();
+        let started = std::time::Instant::now();
+        let mut pauses = Vec::new();
+        for k in 0..10_000_000u64 {
+            let insert = std::time::Instant::now();
+            index.insert(&k.to_be_bytes(), k + 1);
+            let took = insert.elapsed();
+            if took > std::time::Duration::from_millis(1) {
+                pauses.push((k, index.table().len(), took));
+            }
+        }
+        eprintln!("10 M inserts in {:?}", started.elapsed());
+        for (entries, buckets, took) in pauses {
+            eprintln!("at {entries} entries, grew to {buckets} buckets: {took:?}");
+        }
+    }
+
     #[test]
     fn growth_keeps_every_entry() {
         const KEYS: u64 = if cfg!(miri) { 500 } else { 5_000 };
