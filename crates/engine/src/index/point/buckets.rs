@@ -57,6 +57,21 @@ struct Slot {
     word: AtomicU64,
 }
 
+impl Slot {
+    #[inline]
+    fn key(&self) -> KeyWords {
+        [self.key[0].load(Relaxed), self.key[1].load(Relaxed)]
+    }
+
+    /// Fills the slot (the caller holds its chain, or owns its table).
+    #[inline]
+    fn fill(&self, key: KeyWords, word: u64) {
+        self.key[0].store(key[0], Relaxed);
+        self.key[1].store(key[1], Relaxed);
+        self.word.store(word, Relaxed);
+    }
+}
+
 #[repr(C, align(64))]
 #[derive(Default)]
 struct Bucket {
@@ -68,28 +83,29 @@ struct Bucket {
 }
 
 impl Bucket {
+    /// This bucket and the overflow buckets chained after it.
+    #[inline]
+    fn chain(&self) -> impl Iterator<Item = &Bucket> {
+        std::iter::successors(Some(self), |bucket| {
+            // SAFETY: overflow buckets live as long as their table, and the
+            // caller keeps the table alive (see `Table`).
+            unsafe { bucket.next.load(Acquire).as_ref() }
+        })
+    }
+
+    /// Every slot of the chain.
+    #[inline]
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.chain().flat_map(|bucket| &bucket.slots)
+    }
+
     /// The word stored for `key` in this chain, read without the lock.
     #[inline]
     fn find(&self, key: KeyWords) -> Option<u64> {
-        let mut bucket = self;
-        loop {
-            for slot in &bucket.slots {
-                let word = slot.word.load(Relaxed);
-                if word != 0
-                    && slot.key[0].load(Relaxed) == key[0]
-                    && slot.key[1].load(Relaxed) == key[1]
-                {
-                    return Some(word);
-                }
-            }
-            let next = bucket.next.load(Acquire);
-            if next.is_null() {
-                return None;
-            }
-            // SAFETY: overflow buckets live as long as their table, and the
-            // caller keeps the table alive (see `Table`).
-            bucket = unsafe { &*next };
-        }
+        self.slots().find_map(|slot| {
+            let word = slot.word.load(Relaxed);
+            (word != 0 && slot.key() == key).then_some(word)
+        })
     }
 
     /// Takes the chain's lock; `Err` with the version if it was moved.
@@ -124,20 +140,11 @@ impl Bucket {
 
     /// Visits every occupied slot of the chain (under its lock, or frozen).
     fn for_each(&self, mut visit: impl FnMut(KeyWords, u64)) {
-        let mut bucket = self;
-        loop {
-            for slot in &bucket.slots {
-                let word = slot.word.load(Relaxed);
-                if word != 0 {
-                    visit([slot.key[0].load(Relaxed), slot.key[1].load(Relaxed)], word);
-                }
+        for slot in self.slots() {
+            let word = slot.word.load(Relaxed);
+            if word != 0 {
+                visit(slot.key(), word);
             }
-            let next = bucket.next.load(Acquire);
-            if next.is_null() {
-                return;
-            }
-            // SAFETY: as in `find`.
-            bucket = unsafe { &*next };
         }
     }
 }
@@ -234,29 +241,15 @@ impl Table {
     /// bucket if there is none; returns whether the table should grow. The
     /// caller holds the chain (or owns the unpublished table).
     fn put(&self, home: &Bucket, key: KeyWords, word: u64) -> bool {
-        let mut bucket = home;
-        loop {
-            for slot in &bucket.slots {
-                if slot.word.load(Relaxed) == 0 {
-                    slot.key[0].store(key[0], Relaxed);
-                    slot.key[1].store(key[1], Relaxed);
-                    slot.word.store(word, Relaxed);
-                    return false;
-                }
-            }
-            let next = bucket.next.load(Acquire);
-            if next.is_null() {
-                break;
-            }
-            // SAFETY: as in `Bucket::find`.
-            bucket = unsafe { &*next };
+        if let Some(empty) = home.slots().find(|slot| slot.word.load(Relaxed) == 0) {
+            empty.fill(key, word);
+            return false;
         }
         let extra = Box::new(Bucket::default());
-        extra.slots[0].key[0].store(key[0], Relaxed);
-        extra.slots[0].key[1].store(key[1], Relaxed);
-        extra.slots[0].word.store(word, Relaxed);
+        extra.slots[0].fill(key, word);
+        let last = home.chain().last().expect("a chain has its home bucket");
         // Release: a reader that sees the pointer sees the bucket's contents.
-        bucket.next.store(Box::into_raw(extra), Release);
+        last.next.store(Box::into_raw(extra), Release);
         let overflow = self.overflow.fetch_add(1, Relaxed) + 1;
         overflow * GROW_AT_OVERFLOW_PER > self.buckets.len()
     }
@@ -266,27 +259,13 @@ impl Table {
     pub(super) fn remove_if_is(&self, hash: u64, key: KeyWords, word: u64) -> Result<(), ()> {
         let home = self.home(hash);
         let version = home.lock().map_err(|_| ())?;
-        let mut bucket = home;
-        let mut changed = false;
-        'chain: loop {
-            for slot in &bucket.slots {
-                if slot.word.load(Relaxed) == word
-                    && slot.key[0].load(Relaxed) == key[0]
-                    && slot.key[1].load(Relaxed) == key[1]
-                {
-                    slot.word.store(0, Relaxed);
-                    changed = true;
-                    break 'chain;
-                }
-            }
-            let next = bucket.next.load(Acquire);
-            if next.is_null() {
-                break;
-            }
-            // SAFETY: as in `Bucket::find`.
-            bucket = unsafe { &*next };
+        let held = home
+            .slots()
+            .find(|slot| slot.word.load(Relaxed) == word && slot.key() == key);
+        if let Some(slot) = held {
+            slot.word.store(0, Relaxed);
         }
-        home.unlock(version, changed);
+        home.unlock(version, held.is_some());
         Ok(())
     }
 
