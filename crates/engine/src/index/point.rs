@@ -136,8 +136,9 @@ impl PointIndex {
 
     #[inline]
     fn table(&self) -> &Table {
-        // SAFETY: `current` always points to a live table: tables are freed
-        // only when the index is dropped.
+        // SAFETY: `current` always points to a live table. A replaced one is
+        // freed only after every epoch-protected caller that could have
+        // loaded it has left its epoch (see `grow`), or with the index.
         unsafe { &*self.current.load(Acquire) }
     }
 
