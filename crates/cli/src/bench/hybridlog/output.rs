@@ -77,11 +77,12 @@ pub(super) fn print_summary(r: &Report) {
     }
     if let Some(rec) = &r.recovery {
         println!(
-            "  recovery of version {}: {:.3} s, {:.1} MB log + {:.1} MB index at {:.0} MB/s{}; index {:.3} s, replay {:.3} s on {} threads",
+            "  recovery of version {}: {:.3} s, {:.1} MB log + {:.1} MB index + {:.1} MB snapshot at {:.0} MB/s{}; index {:.3} s, replay {:.3} s on {} threads",
             rec.version,
             rec.seconds,
             rec.log_bytes as f64 / 1e6,
             rec.index_bytes as f64 / 1e6,
+            rec.snapshot_bytes as f64 / 1e6,
             rec.read_mb_s,
             r.disk_read_mb_s.map_or(String::new(), |d| format!(
                 " ({:.0}% of the disk's cold {d:.0})",

@@ -23,13 +23,15 @@
 //! still reads valid memory. Removal empties a slot in place.
 //!
 //! Growth: once the overflow buckets number a quarter of the home buckets
-//! (about 1.65 keys per bucket), the inserting thread that noticed builds a
-//! table twice the size. It locks each old chain in turn, copies it, and
-//! marks it `MOVED` (frozen for good) before publishing the new table.
+//! (about 1.65 keys per bucket), a table twice the size is built (on a
+//! thread of its own, see `point`). The builder locks each old chain in
+//! turn, copies it, and marks it `MOVED` (frozen for good) before
+//! publishing the new table.
 //! Readers treat a locked or moved bucket as a miss, which the caller
-//! answers from the tree; inserts skip a moved bucket (the map is a cache,
-//! see `point`); removals that meet one are applied to the copy before it
-//! is published (`point`), so a removed key cannot live on in it.
+//! answers from the tree. Writers that meet a moved chain follow the old
+//! table's `successor` to the table being built and change the key's chain
+//! there, under that chain's lock, which the copy also takes: so no insert
+//! is lost to a growth, and a removed key cannot live on in the copy.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -165,6 +167,10 @@ pub(super) struct Table {
     buckets: Box<[Bucket]>,
     mask: usize,
     overflow: AtomicUsize,
+    /// The table this one is being moved into; set before the first chain
+    /// is marked `MOVED`, so a writer that meets a moved chain finds the
+    /// entry's new home here. Not owned.
+    successor: AtomicPtr<Table>,
 }
 
 impl Table {
@@ -178,6 +184,7 @@ impl Table {
             buckets: (0..buckets).map(|_| Bucket::default()).collect(),
             mask: buckets - 1,
             overflow: AtomicUsize::new(0),
+            successor: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
@@ -218,7 +225,8 @@ impl Table {
         None
     }
 
-    /// Adds `key → word` unless the key is present.
+    /// Adds `key → word` unless the key is present. `Moved` if the key's
+    /// chain was moved: the caller goes on in [`Table::successor`].
     pub(super) fn insert(&self, hash: u64, key: KeyWords, word: u64) -> Inserted {
         let home = self.home(hash);
         let Ok(version) = home.lock() else {
@@ -250,12 +258,17 @@ impl Table {
         let last = home.chain().last().expect("a chain has its home bucket");
         // Release: a reader that sees the pointer sees the bucket's contents.
         last.next.store(Box::into_raw(extra), Release);
-        let overflow = self.overflow.fetch_add(1, Relaxed) + 1;
-        overflow * GROW_AT_OVERFLOW_PER > self.buckets.len()
+        self.overflow.fetch_add(1, Relaxed);
+        self.past_threshold()
+    }
+
+    /// Whether the overflow buckets have reached the growth threshold.
+    pub(super) fn past_threshold(&self) -> bool {
+        self.overflow.load(Relaxed) * GROW_AT_OVERFLOW_PER > self.buckets.len()
     }
 
     /// Removes `key` if it maps to `word`; `Err(())` if the bucket is moved
-    /// (the caller retries on the newer table).
+    /// (the caller goes on in [`Table::successor`]).
     pub(super) fn remove_if_is(&self, hash: u64, key: KeyWords, word: u64) -> Result<(), ()> {
         let home = self.home(hash);
         let version = home.lock().map_err(|_| ())?;
@@ -271,16 +284,39 @@ impl Table {
 
     /// Copies every entry into `into` (not yet published), freezing each
     /// chain as `MOVED` once copied. `hash_of` recomputes an entry's hash.
+    ///
+    /// Writers that meet a frozen chain meanwhile go on in `into` (see
+    /// [`Table::successor`]), so its chains are written under their locks
+    /// here too. A key a writer adds there cannot also be in the chain
+    /// being copied: the writer came because that key's chain was frozen,
+    /// that is, already copied.
     pub(super) fn move_into(&self, into: &Table, hash_of: impl Fn(KeyWords) -> u64) {
+        // Release: a writer that sees a `MOVED` below sees the successor.
+        self.successor
+            .store(std::ptr::from_ref(into).cast_mut(), Release);
         for home in self.buckets.iter() {
             let Ok(version) = home.lock() else {
                 continue; // moved already: never happens with one mover
             };
             home.for_each(|key, word| {
-                into.put(into.home(hash_of(key)), key, word);
+                into.insert(hash_of(key), key, word);
             });
             home.version.store((version + STEP) | MOVED, Release);
         }
+    }
+
+    /// The table a moved chain's entries went to. Call only after an
+    /// `insert` or `remove_if_is` answered that the chain was moved.
+    pub(super) fn successor(&self) -> &Table {
+        // Pairs with the `Release` store of `MOVED` that the caller saw
+        // (its version load was relaxed).
+        fence(Acquire);
+        let next = self.successor.load(Relaxed);
+        assert!(!next.is_null(), "a moved chain's table has a successor");
+        // SAFETY: the successor replaces this table, so it is freed only
+        // after this one is (an epoch later), and the caller, which still
+        // holds this table, is epoch-protected (see `point`).
+        unsafe { &*next }
     }
 
     /// Entries held (tests; a racy count under concurrent writes).
