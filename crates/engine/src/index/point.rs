@@ -21,10 +21,11 @@
 //! Filled two ways: by inserts, and by reads that missed here but found
 //! the key in the tree (records loaded by recovery, which skips the map so
 //! that it runs at the speed of the tree). Being a cache of the tree is
-//! what lets the table below stay simple: a reader that meets a writer or a
-//! chain being copied by a growth just misses. Writers that meet a copied
-//! chain follow it to the table being built and write there, so no insert
-//! is lost to a growth and no removed key survives in the copy.
+//! what lets the table below stay simple: a reader that meets a writer
+//! just misses. Readers and writers that meet a chain a growth has copied
+//! follow it to the table being built (writers write there), so reads keep
+//! hitting during a growth, no insert is lost to one, and no removed key
+//! survives in the copy.
 //!
 //! Growth doubles the table on a thread of its own, so the inserting
 //! transaction, which holds record locks, does not wait while a table of
@@ -47,7 +48,7 @@ use std::sync::{Arc, OnceLock};
 use epochdb_epoch::EpochManager;
 use parking_lot::Mutex;
 
-use buckets::{Inserted, KeyWords, Table};
+use buckets::{Inserted, KeyWords, Probe, Table};
 use sync::{AtomicBool, AtomicPtr};
 
 /// Longest key the map holds; longer keys are read through the tree only.
@@ -157,7 +158,17 @@ impl PointIndex {
     #[inline]
     pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
         let key = ShortKey::new(key)?;
-        self.shared.table().get(hash(key.0), key.0)
+        let hash = hash(key.0);
+        let mut table = self.shared.table();
+        loop {
+            match table.get(hash, key.0) {
+                Probe::Hit(word) => return Some(word),
+                Probe::Miss => return None,
+                // Copied by a growth: the copy has it (or is being written,
+                // and then misses).
+                Probe::Moved => table = table.successor(),
+            }
+        }
     }
 
     /// Starts loading the bucket `key` hashes to, for a `get` soon after.
@@ -530,7 +541,7 @@ mod tests {
             hash(ShortKey::new(b"first").unwrap().0),
             ShortKey::new(b"first").unwrap().0,
         );
-        assert_eq!(moved, None, "a moved table answers nothing");
+        assert_eq!(moved, Probe::Moved, "a moved table sends readers on");
         reader.unprotect();
         epochs.try_drain();
         assert_eq!(index.get(b"first"), Some(1));
@@ -692,6 +703,29 @@ mod schedule_tests {
             inserter.join().unwrap();
             assert_eq!(index.get(&key(2)), Some(12));
             assert_eq!(index.get(&key(1)), Some(11));
+        });
+    }
+
+    /// A reader racing a growth finds the keys present all along (in the
+    /// old table, in the copy, or a miss while a chain is locked), never a
+    /// wrong word; once the growth is done it finds them all.
+    #[test]
+    fn schedule_a_read_during_growth_sees_the_word_or_nothing() {
+        check(|| {
+            let index = Arc::new(PointIndex::with_buckets(1, false));
+            index.insert(&key(1), 11);
+            index.insert(&key(2), 12);
+            let grower = {
+                let index = index.clone();
+                shuttle::thread::spawn(move || index.grow_now())
+            };
+            for (k, word) in [(1, 11), (2, 12)] {
+                let seen = index.get(&key(k));
+                assert!(seen.is_none() || seen == Some(word), "{seen:?}");
+            }
+            grower.join().unwrap();
+            assert_eq!(index.get(&key(1)), Some(11));
+            assert_eq!(index.get(&key(2)), Some(12));
         });
     }
 

@@ -27,11 +27,11 @@
 //! thread of its own, see `point`). The builder locks each old chain in
 //! turn, copies it, and marks it `MOVED` (frozen for good) before
 //! publishing the new table.
-//! Readers treat a locked or moved bucket as a miss, which the caller
-//! answers from the tree. Writers that meet a moved chain follow the old
-//! table's `successor` to the table being built and change the key's chain
-//! there, under that chain's lock, which the copy also takes: so no insert
-//! is lost to a growth, and a removed key cannot live on in the copy.
+//! Readers treat a locked bucket as a miss, which the caller answers from
+//! the tree. Readers and writers that meet a moved chain follow the old
+//! table's `successor` to the table being built; writers change the key's
+//! chain there, under that chain's lock, which the copy also takes: so no
+//! insert is lost to a growth, and a removed key cannot live on in the copy.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -151,6 +151,17 @@ impl Bucket {
     }
 }
 
+/// What a read found.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Probe {
+    /// The key's word.
+    Hit(u64),
+    /// Not here, or a writer was in the way.
+    Miss,
+    /// The key's chain was moved to the successor table.
+    Moved,
+}
+
 /// What an insert did.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Inserted {
@@ -204,25 +215,29 @@ impl Table {
         crate::prefetch::prefetch_lines(self.home(hash), 1);
     }
 
-    /// The word for `key`; `None` if absent, or if a writer or a move was
-    /// in the way (the caller then asks the tree).
+    /// The word for `key`: a miss if absent or if a writer was in the way
+    /// (the caller then asks the tree); `Moved` if the key's chain was
+    /// copied into [`Table::successor`], which the caller asks instead.
     #[inline]
-    pub(super) fn get(&self, hash: u64, key: KeyWords) -> Option<u64> {
+    pub(super) fn get(&self, hash: u64, key: KeyWords) -> Probe {
         let home = self.home(hash);
         for _ in 0..4 {
             let version = home.version.load(Acquire);
-            if version & (LOCKED | MOVED) != 0 {
-                return None;
+            if version & MOVED != 0 {
+                return Probe::Moved;
+            }
+            if version & LOCKED != 0 {
+                return Probe::Miss;
             }
             let found = home.find(key);
             // The seqlock reader's fence: the slot loads above happen before
             // the version load below.
             fence(Acquire);
             if home.version.load(Relaxed) == version {
-                return found;
+                return found.map_or(Probe::Miss, Probe::Hit);
             }
         }
-        None
+        Probe::Miss
     }
 
     /// Adds `key → word` unless the key is present. `Moved` if the key's
@@ -305,7 +320,7 @@ impl Table {
         }
     }
 
-    /// The table a moved chain's entries went to. Call only after an
+    /// The table a moved chain's entries went to. Call only after `get`,
     /// `insert` or `remove_if_is` answered that the chain was moved.
     pub(super) fn successor(&self) -> &Table {
         // Pairs with the `Release` store of `MOVED` that the caller saw
@@ -374,14 +389,18 @@ mod tests {
         }
         assert!(grow, "five overflow buckets on four homes asks to grow");
         for k in 0..12u64 {
-            assert_eq!(table.get(0, [k, 0]), Some(k + 100));
+            assert_eq!(table.get(0, [k, 0]), Probe::Hit(k + 100));
         }
-        assert_eq!(table.get(0, [12, 0]), None);
+        assert_eq!(table.get(0, [12, 0]), Probe::Miss);
         assert_eq!(table.count(), 12);
         table.remove_if_is(0, [5, 0], 999).unwrap();
-        assert_eq!(table.get(0, [5, 0]), Some(105), "another word keeps it");
+        assert_eq!(
+            table.get(0, [5, 0]),
+            Probe::Hit(105),
+            "another word keeps it"
+        );
         table.remove_if_is(0, [5, 0], 105).unwrap();
-        assert_eq!(table.get(0, [5, 0]), None);
+        assert_eq!(table.get(0, [5, 0]), Probe::Miss);
         assert_eq!(
             table.insert(0, [13, 0], 113),
             Inserted::Done,
@@ -391,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn a_moved_table_answers_nothing_and_its_copy_everything() {
+    fn a_moved_table_sends_every_key_to_its_copy() {
         let old = Table::new(2);
         for k in 1..=20u64 {
             old.insert(h([k, 7]), [k, 7], k);
@@ -399,8 +418,8 @@ mod tests {
         let new = Table::new(8);
         old.move_into(&new, h);
         for k in 1..=20u64 {
-            assert_eq!(old.get(h([k, 7]), [k, 7]), None);
-            assert_eq!(new.get(h([k, 7]), [k, 7]), Some(k));
+            assert_eq!(old.get(h([k, 7]), [k, 7]), Probe::Moved);
+            assert_eq!(new.get(h([k, 7]), [k, 7]), Probe::Hit(k));
         }
         assert_eq!(old.insert(h([1, 7]), [1, 7], 1), Inserted::Moved);
         assert_eq!(old.remove_if_is(h([1, 7]), [1, 7], 1), Err(()));
