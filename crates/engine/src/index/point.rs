@@ -100,9 +100,11 @@ pub(crate) struct PointIndex {
     /// Whether growth runs on a thread of its own (the default) or in the
     /// inserting thread (unit tests that count entries after a load).
     background: bool,
-    /// The last growth thread started, joined before the next one starts
-    /// and when the index drops.
-    grower: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Growth threads started and not yet joined. Finished ones are let
+    /// go when the next starts, so that start never waits for a thread
+    /// that has cleared `growing` but not yet exited; the rest are joined
+    /// when the index drops.
+    growers: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// The index's state, shared with a growth thread.
@@ -143,7 +145,7 @@ impl PointIndex {
                 epochs: OnceLock::new(),
             }),
             background,
-            grower: Mutex::new(None),
+            growers: Mutex::new(Vec::new()),
         }
     }
 
@@ -248,11 +250,8 @@ impl PointIndex {
             self.shared.grow(full);
             return;
         }
-        let mut grower = self.grower.lock();
-        if let Some(finished) = grower.take() {
-            // It cleared `growing` as its last step: this join is at once.
-            let _ = finished.join();
-        }
+        let mut growers = self.growers.lock();
+        growers.retain(|grower| !grower.is_finished());
         let shared = self.shared.clone();
         let handed = SendPtr(full);
         let spawned = std::thread::Builder::new()
@@ -262,7 +261,7 @@ impl PointIndex {
                 shared.grow(handed.0)
             });
         match spawned {
-            Ok(handle) => *grower = Some(handle),
+            Ok(handle) => growers.push(handle),
             // No thread to be had: grow here rather than not at all.
             Err(_) => self.shared.grow(full),
         }
@@ -285,7 +284,7 @@ impl PointIndex {
     /// Waits for a growth under way to finish (tests).
     #[cfg(test)]
     fn wait_for_growth(&self) {
-        if let Some(grower) = self.grower.lock().take() {
+        for grower in self.growers.lock().drain(..) {
             grower.join().expect("the growth thread");
         }
     }
@@ -384,7 +383,7 @@ impl Drop for ReplacedTable {
 
 impl Drop for PointIndex {
     fn drop(&mut self) {
-        if let Some(grower) = self.grower.get_mut().take() {
+        for grower in self.growers.get_mut().drain(..) {
             let _ = grower.join();
         }
     }
