@@ -632,26 +632,42 @@ mod schedule_tests {
         k.to_be_bytes()
     }
 
+    /// A one-bucket index holding `entries` (key, word), with `there` run
+    /// on a spawned thread while `here` runs on this one; the index once
+    /// both are done.
+    fn race(
+        entries: &[(u64, u64)],
+        there: impl FnOnce(&PointIndex) + Send + 'static,
+        here: impl FnOnce(&PointIndex),
+    ) -> Arc<PointIndex> {
+        let index = Arc::new(PointIndex::with_buckets(1, false));
+        for &(k, word) in entries {
+            index.insert(&key(k), word);
+        }
+        let spawned = {
+            let index = index.clone();
+            shuttle::thread::spawn(move || there(&index))
+        };
+        here(&index);
+        spawned.join().unwrap();
+        index
+    }
+
     /// A reader racing an insert into a full chain (so the insert adds an
     /// overflow bucket) sees the word or nothing, and the inserter's own
     /// read afterwards sees it.
     #[test]
     fn schedule_a_read_racing_an_insert_sees_the_word_or_nothing() {
         check(|| {
-            let index = Arc::new(PointIndex::with_buckets(1, false));
-            index.insert(&key(1), 11);
-            index.insert(&key(2), 12);
-            let writer = {
-                let index = index.clone();
-                shuttle::thread::spawn(move || {
-                    index.insert(&key(3), 13);
-                    assert_eq!(index.get(&key(3)), Some(13));
-                })
+            let writer = |index: &PointIndex| {
+                index.insert(&key(3), 13);
+                assert_eq!(index.get(&key(3)), Some(13));
             };
-            let seen = index.get(&key(3));
-            assert!(seen.is_none() || seen == Some(13), "{seen:?}");
-            assert!(matches!(index.get(&key(1)), None | Some(11)));
-            writer.join().unwrap();
+            race(&[(1, 11), (2, 12)], writer, |index| {
+                let seen = index.get(&key(3));
+                assert!(seen.is_none() || seen == Some(13), "{seen:?}");
+                assert!(matches!(index.get(&key(1)), None | Some(11)));
+            });
         });
     }
 
@@ -692,14 +708,8 @@ mod schedule_tests {
     #[test]
     fn schedule_an_insert_racing_growth_is_kept() {
         check(|| {
-            let index = Arc::new(PointIndex::with_buckets(1, false));
-            index.insert(&key(1), 11);
-            let inserter = {
-                let index = index.clone();
-                shuttle::thread::spawn(move || index.insert(&key(2), 12))
-            };
-            index.grow_now();
-            inserter.join().unwrap();
+            let inserter = |index: &PointIndex| index.insert(&key(2), 12);
+            let index = race(&[(1, 11)], inserter, PointIndex::grow_now);
             assert_eq!(index.get(&key(2)), Some(12));
             assert_eq!(index.get(&key(1)), Some(11));
         });
@@ -711,18 +721,12 @@ mod schedule_tests {
     #[test]
     fn schedule_a_read_during_growth_sees_the_word_or_nothing() {
         check(|| {
-            let index = Arc::new(PointIndex::with_buckets(1, false));
-            index.insert(&key(1), 11);
-            index.insert(&key(2), 12);
-            let grower = {
-                let index = index.clone();
-                shuttle::thread::spawn(move || index.grow_now())
-            };
-            for (k, word) in [(1, 11), (2, 12)] {
-                let seen = index.get(&key(k));
-                assert!(seen.is_none() || seen == Some(word), "{seen:?}");
-            }
-            grower.join().unwrap();
+            let index = race(&[(1, 11), (2, 12)], PointIndex::grow_now, |index| {
+                for (k, word) in [(1, 11), (2, 12)] {
+                    let seen = index.get(&key(k));
+                    assert!(seen.is_none() || seen == Some(word), "{seen:?}");
+                }
+            });
             assert_eq!(index.get(&key(1)), Some(11));
             assert_eq!(index.get(&key(2)), Some(12));
         });
@@ -733,17 +737,11 @@ mod schedule_tests {
     #[test]
     fn schedule_an_insert_and_removal_racing_growth_leave_nothing() {
         check(|| {
-            let index = Arc::new(PointIndex::with_buckets(1, false));
-            index.insert(&key(1), 11);
-            let writer = {
-                let index = index.clone();
-                shuttle::thread::spawn(move || {
-                    index.insert(&key(2), 12);
-                    index.remove_if_is(&key(2), 12);
-                })
+            let writer = |index: &PointIndex| {
+                index.insert(&key(2), 12);
+                index.remove_if_is(&key(2), 12);
             };
-            index.grow_now();
-            writer.join().unwrap();
+            let index = race(&[(1, 11)], writer, PointIndex::grow_now);
             assert_eq!(index.get(&key(2)), None);
             assert_eq!(index.get(&key(1)), Some(11));
             assert_eq!(index.table().len(), 2);
@@ -756,20 +754,16 @@ mod schedule_tests {
     #[test]
     fn schedule_a_reused_slot_never_pairs_a_key_with_another_word() {
         check(|| {
-            let index = Arc::new(PointIndex::with_buckets(1, false));
-            index.insert(&key(1), 11);
-            let writer = {
-                let index = index.clone();
-                shuttle::thread::spawn(move || {
-                    index.remove_if_is(&key(1), 11);
-                    index.insert(&key(3), 13);
-                })
+            let writer = |index: &PointIndex| {
+                index.remove_if_is(&key(1), 11);
+                index.insert(&key(3), 13);
             };
-            let old = index.get(&key(1));
-            assert!(old.is_none() || old == Some(11), "{old:?}");
-            let new = index.get(&key(3));
-            assert!(new.is_none() || new == Some(13), "{new:?}");
-            writer.join().unwrap();
+            race(&[(1, 11)], writer, |index| {
+                let old = index.get(&key(1));
+                assert!(old.is_none() || old == Some(11), "{old:?}");
+                let new = index.get(&key(3));
+                assert!(new.is_none() || new == Some(13), "{new:?}");
+            });
         });
     }
 }
