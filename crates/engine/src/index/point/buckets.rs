@@ -179,8 +179,8 @@ pub(super) struct Table {
     mask: usize,
     overflow: AtomicUsize,
     /// The table this one is being moved into; set before the first chain
-    /// is marked `MOVED`, so a writer that meets a moved chain finds the
-    /// entry's new home here. Not owned.
+    /// is marked `MOVED`, so a reader or writer that meets a moved chain
+    /// finds the key's new home here. Not owned.
     successor: AtomicPtr<Table>,
 }
 
@@ -306,7 +306,7 @@ impl Table {
     /// being copied: the writer came because that key's chain was frozen,
     /// that is, already copied.
     pub(super) fn move_into(&self, into: &Table, hash_of: impl Fn(KeyWords) -> u64) {
-        // Release: a writer that sees a `MOVED` below sees the successor.
+        // Release: whoever sees a `MOVED` below sees the successor.
         self.successor
             .store(std::ptr::from_ref(into).cast_mut(), Release);
         for home in self.buckets.iter() {
