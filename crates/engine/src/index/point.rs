@@ -116,8 +116,7 @@ struct Shared {
     /// time, and the inserts that see the table full meanwhile go on.
     growing: AtomicBool,
     /// Tables replaced by growth while no epochs were attached, freed with
-    /// the index; its lock also makes one thread at a time the one that
-    /// grows the table. Raw pointers, not boxes: readers may still hold
+    /// the index. Raw pointers, not boxes: readers may still hold
     /// references to them, which a `Box`'s claim of unique ownership would
     /// contradict.
     replaced: Mutex<Vec<*mut Table>>,
@@ -232,7 +231,6 @@ impl PointIndex {
     /// them.
     #[cold]
     fn start_growth(&self, full: &Table) {
-        let full: *const Table = full;
         if self
             .shared
             .growing
@@ -241,29 +239,25 @@ impl PointIndex {
         {
             return;
         }
-        if !std::ptr::eq(self.shared.current.load(Acquire), full) {
+        if !std::ptr::eq(self.shared.table(), full) {
             // A late signal from a table already replaced.
             self.shared.growing.store(false, Release);
             return;
         }
         if !self.background {
-            self.shared.grow(full);
+            self.shared.grow();
             return;
         }
         let mut growers = self.growers.lock();
         growers.retain(|grower| !grower.is_finished());
         let shared = self.shared.clone();
-        let handed = SendPtr(full);
         let spawned = std::thread::Builder::new()
             .name("epochdb-index-grow".into())
-            .spawn(move || {
-                let handed = handed;
-                shared.grow(handed.0)
-            });
+            .spawn(move || shared.grow());
         match spawned {
             Ok(handle) => growers.push(handle),
             // No thread to be had: grow here rather than not at all.
-            Err(_) => self.shared.grow(full),
+            Err(_) => self.shared.grow(),
         }
     }
 
@@ -277,7 +271,7 @@ impl PointIndex {
             .compare_exchange(false, true, Acquire, Relaxed)
             .is_ok()
         {
-            self.shared.grow(self.shared.current.load(Acquire));
+            self.shared.grow();
         }
     }
 
@@ -307,37 +301,30 @@ impl Shared {
     fn table(&self) -> &Table {
         // SAFETY: `current` always points to a live table. A replaced one is
         // freed only after every epoch-protected caller that could have
-        // loaded it has left its epoch (see `grow`), or with the index.
+        // loaded it has left its epoch (see `double`), or with the index;
+        // the grower, which is not protected, is the only thread that
+        // replaces it.
         unsafe { &*self.current.load(Acquire) }
     }
 
-    /// Replaces `full` by a table twice its size, unless it was replaced
-    /// already, and again while the new table is itself past its growth
-    /// threshold (inserts went on during the copy, and the signals they
-    /// gave meanwhile were not taken); then clears `growing`. The caller
-    /// set `growing`.
-    fn grow(&self, mut full: *const Table) {
-        while self.double(full) {
-            let now = self.current.load(Acquire);
-            // SAFETY: only a grower (this one, `growing` being set) replaces
-            // or frees the current table.
-            if !unsafe { &*now }.past_threshold() {
+    /// Replaces the current table by one twice its size, and again while
+    /// the new table is itself past its growth threshold (inserts went on
+    /// during the copy, and the signals they gave meanwhile were not
+    /// taken); then clears `growing`. The caller set `growing`, so no other
+    /// thread replaces the current table meanwhile.
+    fn grow(&self) {
+        loop {
+            self.double();
+            if !self.table().past_threshold() {
                 break;
             }
-            full = now;
         }
         self.growing.store(false, Release);
     }
 
-    /// One doubling of `full`, if it is still current; whether it was.
-    fn double(&self, full: *const Table) -> bool {
-        let mut replaced = self.replaced.lock();
-        if !std::ptr::eq(self.current.load(Acquire), full) {
-            return false;
-        }
-        // SAFETY: `full` is current, and only a grower (this one, under
-        // `replaced`) replaces or frees the current table.
-        let full = unsafe { &*full };
+    /// One doubling of the current table.
+    fn double(&self) {
+        let full = self.table();
         // Allocated and faulted in before any chain is frozen: until the
         // copy starts, the old table serves everyone as before.
         let bigger = Box::into_raw(Box::new(Table::new(full.len() * 2)));
@@ -352,18 +339,10 @@ impl Shared {
                 let old = ReplacedTable(old);
                 epochs.bump_with(move || drop(old));
             }
-            None => replaced.push(old),
+            None => self.replaced.lock().push(old),
         }
-        true
     }
 }
-
-/// The full table handed to a growth thread.
-struct SendPtr(*const Table);
-
-// SAFETY: the table is shared only through atomics; the growth thread
-// only compares it with `current` before dereferencing it (see `grow`).
-unsafe impl Send for SendPtr {}
 
 /// A replaced table on its way to being freed by an epoch action.
 struct ReplacedTable(*mut Table);
