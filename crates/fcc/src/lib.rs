@@ -76,7 +76,8 @@
 //! * Words are 8 bytes (the paper's Zipf objects are 2,000 four-byte words;
 //!   ours are 1,024 eight-byte words, the same 8 KB).
 //! * Every algorithm's big arrays live in their own anonymous mappings
-//!   (`memory.rs`, the crate's only `unsafe` code), faulted in when built;
+//!   (`epochdb-memory`'s regions; this crate has no `unsafe` code of its
+//!   own), faulted in when built;
 //!   [`Config::huge_pages`] asks for transparent huge pages with
 //!   `madvise` (§5.6) or forbids them.
 //!
@@ -106,7 +107,7 @@
 //! 531,530 updates per second, and that about 80% of the attributes change
 //! only on player actions). [`run_mmo_recovery`] measures §5.4's recovery
 //! time on real files with logical logging on.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod algo;
 mod algorithm;
@@ -119,7 +120,6 @@ mod fcc;
 mod format;
 mod io;
 mod logger;
-#[allow(unsafe_code)]
 mod memory;
 mod mmo;
 mod recovery;

@@ -48,6 +48,7 @@ const CHUNKS_MAX: usize = 4096;
 /// One cache line: seven entries and the overflow word.
 #[repr(align(64))]
 #[derive(Debug)]
+#[cfg_attr(not(loom), derive(bytemuck::Zeroable))]
 pub(crate) struct Bucket {
     words: [AtomicU64; BUCKET_ENTRIES + 1],
 }
@@ -55,6 +56,7 @@ pub(crate) struct Bucket {
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64 || cfg!(loom));
 
 impl Bucket {
+    #[cfg(loom)]
     fn new() -> Self {
         Bucket {
             words: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -150,12 +152,31 @@ impl Entry<'_> {
     }
 }
 
+/// Buckets in their own mapping on transparent huge pages: the index is
+/// probed at random across all of it, so with 4 KiB pages nearly every
+/// probe of a large index also misses the TLB, and building it (open,
+/// recovery) faults in every page (BENCHMARKS.md, "Huge pages for the hash
+/// tables"). An all-zero bucket is an empty one.
+#[cfg(not(loom))]
+type Buckets = epochdb_memory::Region<Bucket>;
+/// Loom's atomics cannot start as zeros; the models' indexes are tiny.
+#[cfg(loom)]
+type Buckets = Box<[Bucket]>;
+
+/// `n` empty buckets.
+fn empty_buckets(n: usize) -> Buckets {
+    #[cfg(not(loom))]
+    return epochdb_memory::Region::zeroed_lazily(n, epochdb_memory::HugePages::On);
+    #[cfg(loom)]
+    return (0..n).map(|_| Bucket::new()).collect();
+}
+
 /// The hash index: primary buckets and the overflow pool.
 #[derive(Debug)]
 pub(crate) struct Index {
-    buckets: Box<[Bucket]>,
+    buckets: Buckets,
     mask: u64,
-    pool: Box<[OnceLock<Box<[Bucket]>>]>,
+    pool: Box<[OnceLock<Buckets>]>,
     /// Overflow buckets handed out; ids are `1..=next`.
     next_overflow: AtomicU64,
 }
@@ -178,7 +199,7 @@ impl Index {
             "index size must be a power of two"
         );
         Index {
-            buckets: (0..buckets).map(|_| Bucket::new()).collect(),
+            buckets: empty_buckets(buckets),
             mask: buckets as u64 - 1,
             pool: (0..CHUNKS_MAX).map(|_| OnceLock::new()).collect(),
             next_overflow: AtomicU64::new(0),
@@ -211,8 +232,7 @@ impl Index {
             index / CHUNK_BUCKETS < CHUNKS_MAX,
             "overflow bucket pool exhausted: open the store with a larger index"
         );
-        self.pool[index / CHUNK_BUCKETS]
-            .get_or_init(|| (0..CHUNK_BUCKETS).map(|_| Bucket::new()).collect());
+        self.pool[index / CHUNK_BUCKETS].get_or_init(|| empty_buckets(CHUNK_BUCKETS));
         id
     }
 

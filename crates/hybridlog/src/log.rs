@@ -30,6 +30,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use crossbeam_utils::CachePadded;
 use epochdb_epoch::EpochManager;
+use epochdb_memory::{HugePages, Region};
 use epochdb_storage::{DirectBuffer, StorageFile, DIRECT_ALIGN};
 use parking_lot::{Condvar, Mutex};
 
@@ -76,7 +77,10 @@ pub(crate) struct Log {
     me: Weak<Log>,
     pub(crate) geometry: Geometry,
     epochs: EpochManager,
-    frames: Box<[Box<[AtomicU64]>]>,
+    /// One mapping per frame, on transparent huge pages (as the index:
+    /// `epochdb_memory`), so opening or recovering a store faults its
+    /// memory budget in 2 MiB at a time.
+    frames: Box<[Region<AtomicU64>]>,
     /// `page << 32 | offset`; the offset may run past the page end while the
     /// next page is being opened.
     tail: CachePadded<AtomicU64>,
@@ -139,8 +143,8 @@ impl Log {
         direct: bool,
     ) -> Arc<Log> {
         let page_words = (geometry.page_bytes() / 8) as usize;
-        let frames: Box<[Box<[AtomicU64]>]> = (0..geometry.frames)
-            .map(|_| (0..page_words).map(|_| AtomicU64::new(0)).collect())
+        let frames: Box<[Region<AtomicU64>]> = (0..geometry.frames)
+            .map(|_| Region::zeroed_lazily(page_words, HugePages::On))
             .collect();
         let page = tail >> geometry.page_bits;
         let offset = tail & (geometry.page_bytes() - 1);

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// One interleaved record.
+#[derive(Zeroable)]
 #[repr(C, align(32))]
 struct Record {
     state: AtomicU64,
@@ -26,9 +27,6 @@ struct Record {
     marks: [AtomicU32; 2],
 }
 const _: () = assert!(std::mem::size_of::<Record>() == 32);
-#[allow(unsafe_code)]
-// SAFETY: a record of atomic integers is valid as zeros and owns nothing.
-unsafe impl Zeroable for Record {}
 
 struct Shared {
     records: Region<Record>,

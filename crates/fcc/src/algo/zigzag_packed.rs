@@ -20,15 +20,13 @@ use std::sync::Arc;
 const WORDS_PER_LINE: usize = 256;
 
 /// One cache line of the packed bit array: `MR` bits, then `MW` bits.
+#[derive(Zeroable)]
 #[repr(C, align(64))]
 struct BitLine {
     mr: [AtomicU64; 4],
     mw: [AtomicU64; 4],
 }
 const _: () = assert!(std::mem::size_of::<BitLine>() == 64);
-#[allow(unsafe_code)]
-// SAFETY: a line of atomic integers is valid as zeros and owns nothing.
-unsafe impl Zeroable for BitLine {}
 
 struct Shared {
     copies: [Region<AtomicU64>; 2],

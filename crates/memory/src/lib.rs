@@ -1,0 +1,373 @@
+//! Large zero-initialised arrays mapped straight from the kernel, so that
+//! they can ask for transparent huge pages and give their pages back when
+//! dropped.
+//!
+//! Who uses it and why:
+//!
+//! * the frequently-consistent checkpoint algorithms (`epochdb-fcc`), whose
+//!   paper measured large pages (fc-checkpoint-sigmod11 §5.6: "Using large
+//!   pages resulted in a considerable performance improvement");
+//! * the HybridLog's hash index and log frames (`epochdb-hybridlog`), and
+//!   the engine's point index, which are probed at random across hundreds
+//!   of megabytes: with 4 KiB pages nearly every probe also misses the TLB,
+//!   and every new page costs a fault when the table is first written
+//!   (BENCHMARKS.md, "Huge pages for the hash tables", measures both).
+//!
+//! A [`Region`] holds `len` values of a [`Zeroable`] type in an anonymous
+//! private mapping. Such a mapping reads as zeros, which is a valid value of
+//! every `Zeroable` type, so the region is initialised from the moment it
+//! exists. This crate is the only place the mapping's `unsafe` lives; its
+//! users need none (the HybridLog crate forbids `unsafe` and derives
+//! `Zeroable` for its buckets).
+
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+
+/// Types for which all-zero bytes are a valid value (bytemuck's trait,
+/// derivable without `unsafe`; atomics included).
+pub use bytemuck::Zeroable;
+
+/// Whether a region asks for transparent huge pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HugePages {
+    /// Leave it to the system setting
+    /// (`/sys/kernel/mm/transparent_hugepage/enabled`).
+    #[default]
+    Default,
+    /// `madvise(MADV_HUGEPAGE)` before the first touch.
+    On,
+    /// `madvise(MADV_NOHUGEPAGE)`: 4 KiB pages even where the system
+    /// default would use huge ones.
+    Off,
+}
+
+impl std::str::FromStr for HugePages {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "default" => Ok(Self::Default),
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            other => Err(format!("huge pages: {other:?} is not on, off or default")),
+        }
+    }
+}
+
+impl std::fmt::Display for HugePages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Default => "default",
+            Self::On => "on",
+            Self::Off => "off",
+        })
+    }
+}
+
+/// `len` values of `T` in their own anonymous mapping, faulted in when the
+/// region is made ([`Region::zeroed`]) or on first touch
+/// ([`Region::zeroed_lazily`]).
+pub struct Region<T: Zeroable> {
+    ptr: NonNull<T>,
+    len: usize,
+    /// Bytes mapped (0 when nothing is).
+    mapped: usize,
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: a Region owns its values like a Box<[T]> does.
+unsafe impl<T: Zeroable + Send> Send for Region<T> {}
+// SAFETY: as above; shared access hands out only `&[T]`.
+unsafe impl<T: Zeroable + Sync> Sync for Region<T> {}
+
+impl<T: Zeroable> Region<T> {
+    /// `len` zeroed values, advised as `huge` asks, then set to `f(i)`.
+    pub fn new(len: usize, huge: HugePages, mut f: impl FnMut(usize) -> T) -> Self {
+        let mut region = Self::zeroed(len, huge);
+        for (i, slot) in region.iter_mut().enumerate() {
+            *slot = f(i);
+        }
+        region
+    }
+
+    /// A copy of `init`.
+    pub fn copy_of(init: &[T], huge: HugePages) -> Self
+    where
+        T: Copy,
+    {
+        let mut region = Self::zeroed(init.len(), huge);
+        region.copy_from_slice(init);
+        region
+    }
+
+    /// `len` zeroed values, every page faulted in now (so no later access
+    /// pays a first-touch fault inside a measured interval).
+    ///
+    /// # Panics
+    ///
+    /// If the size overflows, `T` needs more than page alignment, or the
+    /// kernel refuses the mapping (out of address space or memory).
+    pub fn zeroed(len: usize, huge: HugePages) -> Self {
+        Self::map(len, huge, true)
+    }
+
+    /// `len` zeroed values whose pages are faulted in on first touch, as
+    /// the allocator's large zeroed allocations are: for memory a caller
+    /// fills at once anyway, or may never touch all of (a log's frames).
+    ///
+    /// # Panics
+    ///
+    /// As [`Region::zeroed`].
+    pub fn zeroed_lazily(len: usize, huge: HugePages) -> Self {
+        Self::map(len, huge, false)
+    }
+
+    fn map(len: usize, huge: HugePages, populate: bool) -> Self {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .expect("region size overflows");
+        assert!(
+            std::mem::align_of::<T>() <= 4096,
+            "mappings are page aligned"
+        );
+        if bytes == 0 {
+            return Self {
+                ptr: NonNull::dangling(),
+                len,
+                mapped: 0,
+                _owns: PhantomData,
+            };
+        }
+        Self {
+            ptr: map_zeroed(bytes, huge, populate).cast::<T>(),
+            len,
+            mapped: bytes,
+            _owns: PhantomData,
+        }
+    }
+}
+
+/// Maps `bytes` (> 0) zeroed, page-aligned bytes, advised as `huge` asks,
+/// every page faulted in if `populate`.
+#[cfg(not(miri))]
+fn map_zeroed(bytes: usize, huge: HugePages, populate: bool) -> NonNull<u8> {
+    // SAFETY: an anonymous private mapping of `bytes` bytes at an address of
+    // the kernel's choosing touches no existing memory.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        panic!(
+            "mmap of {bytes} bytes failed: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let advice = match huge {
+        HugePages::Default => None,
+        HugePages::On => Some(libc::MADV_HUGEPAGE),
+        HugePages::Off => Some(libc::MADV_NOHUGEPAGE),
+    };
+    if let Some(advice) = advice {
+        // SAFETY: the range is exactly the mapping just made; this advice
+        // changes only the page size backing it, never its contents.
+        // Failure (a kernel without THP) only loses the hint.
+        let _ = unsafe { libc::madvise(addr, bytes, advice) };
+    }
+    if !populate {
+        return NonNull::new(addr.cast::<u8>()).expect("mmap returned null");
+    }
+    // Fault every page in now, in the page size just chosen.
+    // SAFETY: as above; populating writes nothing visible (the pages read
+    // as zeros either way).
+    let populated = unsafe { libc::madvise(addr, bytes, libc::MADV_POPULATE_WRITE) } == 0;
+    if !populated {
+        // Kernels before 5.14: touch every byte instead.
+        // SAFETY: `addr` is a fresh writable mapping of `bytes` bytes.
+        unsafe { std::ptr::write_bytes(addr.cast::<u8>(), 0, bytes) };
+    }
+    NonNull::new(addr.cast::<u8>()).expect("mmap returned null")
+}
+
+/// Unmaps what [`map_zeroed`] mapped.
+///
+/// # Safety
+///
+/// `ptr` and `bytes` must be one mapping made by `map_zeroed`, unmapped
+/// once, with no reference into it left.
+#[cfg(not(miri))]
+unsafe fn unmap(ptr: NonNull<u8>, bytes: usize) {
+    // SAFETY: per the contract.
+    unsafe { libc::munmap(ptr.as_ptr().cast(), bytes) };
+}
+
+/// Miri has no `madvise`: the same contract from the global allocator.
+#[cfg(miri)]
+fn map_zeroed(bytes: usize, _huge: HugePages, _populate: bool) -> NonNull<u8> {
+    let layout = miri_layout(bytes);
+    // SAFETY: non-zero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
+}
+
+#[cfg(miri)]
+fn miri_layout(bytes: usize) -> std::alloc::Layout {
+    std::alloc::Layout::from_size_align(bytes, 4096).expect("region layout")
+}
+
+/// Frees what [`map_zeroed`] allocated under miri.
+///
+/// # Safety
+///
+/// As for the mapping version.
+#[cfg(miri)]
+unsafe fn unmap(ptr: NonNull<u8>, bytes: usize) {
+    // SAFETY: per the contract, allocated with this layout.
+    unsafe { std::alloc::dealloc(ptr.as_ptr(), miri_layout(bytes)) };
+}
+
+impl<T: Zeroable> Deref for Region<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` points to `len` initialised values (zero is valid
+        // for `T`) that live as long as `self`, or is dangling with
+        // `len * size_of::<T>() == 0`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Zeroable> DerefMut for Region<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, and `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Zeroable> Drop for Region<T> {
+    fn drop(&mut self) {
+        if std::mem::needs_drop::<T>() {
+            // SAFETY: the values are initialised and dropped only here.
+            unsafe { std::ptr::drop_in_place(&mut **self as *mut [T]) };
+        }
+        if self.mapped > 0 {
+            // SAFETY: exactly the mapping made in `zeroed`; no reference
+            // into it outlives `self`.
+            unsafe { unmap(self.ptr.cast::<u8>(), self.mapped) };
+        }
+    }
+}
+
+impl<T: Zeroable + std::fmt::Debug> std::fmt::Debug for Region<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("len", &self.len)
+            .field("bytes", &self.mapped)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Drops `file`'s clean pages from the page cache (`posix_fadvise`
+/// `POSIX_FADV_DONTNEED`), so the next read of it comes from the disk: for
+/// measuring recovery from a cold cache without dropping every file's
+/// cache on the machine.
+pub fn evict_page_cache(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is open for the duration of the call; the
+    // advice only drops clean cached pages.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(rc))
+    }
+}
+
+/// Anonymous memory this process has in transparent huge pages, in bytes
+/// (`AnonHugePages` in `/proc/self/smaps_rollup`; 0 where unreadable).
+pub fn anon_huge_page_bytes() -> u64 {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+
+    #[test]
+    fn regions_start_as_asked_and_hold_values() {
+        for huge in [HugePages::Default, HugePages::On, HugePages::Off] {
+            let r = Region::new(10_000, huge, |i| AtomicU64::new(i as u64 * 3));
+            assert_eq!(r.len(), 10_000);
+            assert_eq!(r[9_999].load(Relaxed), 29_997);
+            let z: Region<u8> = Region::zeroed(5000, huge);
+            assert!(z.iter().all(|&b| b == 0));
+            let mut lazy: Region<u64> = Region::zeroed_lazily(1 << 14, huge);
+            assert!(lazy.iter().all(|&w| w == 0));
+            lazy[12_345] = 7;
+            assert_eq!(lazy.iter().sum::<u64>(), 7);
+            let c = Region::copy_of(&[1u64, 2, 3], huge);
+            assert_eq!(&c[..], &[1, 2, 3]);
+        }
+        let empty: Region<u64> = Region::zeroed(0, HugePages::On);
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn values_that_own_something_are_dropped_with_the_region() {
+        /// Counts its drops in the shared counter it holds, if any.
+        struct Counted(Option<Arc<AtomicU64>>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                if let Some(drops) = &self.0 {
+                    drops.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        // SAFETY: all zeros is `Counted(None)`.
+        unsafe impl Zeroable for Counted {}
+
+        let drops = Arc::new(AtomicU64::new(0));
+        {
+            let mut r: Region<Counted> = Region::zeroed(3, HugePages::Default);
+            assert!(r.iter().all(|c| c.0.is_none()));
+            r[1] = Counted(Some(drops.clone()));
+            r[2] = Counted(Some(drops.clone()));
+        }
+        assert_eq!(drops.load(Relaxed), 2, "the region dropped its values");
+        assert_eq!(Arc::strong_count(&drops), 1);
+    }
+
+    #[test]
+    fn derived_zeroable_structs_fit() {
+        #[derive(Zeroable)]
+        #[repr(C, align(64))]
+        struct Line {
+            words: [AtomicU64; 8],
+        }
+        let r: Region<Line> = Region::zeroed(1 << 10, HugePages::On);
+        r[1023].words[7].store(5, Relaxed);
+        assert_eq!(r[1023].words[7].load(Relaxed), 5);
+        assert_eq!(r.as_ptr() as usize % 64, 0);
+    }
+
+    #[test]
+    fn huge_pages_parse_and_print() {
+        for h in [HugePages::Default, HugePages::On, HugePages::Off] {
+            assert_eq!(h.to_string().parse::<HugePages>(), Ok(h));
+        }
+        assert!("maybe".parse::<HugePages>().is_err());
+    }
+}
