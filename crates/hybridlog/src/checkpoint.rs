@@ -731,7 +731,8 @@ mod tests {
             .exists(&dir.join(format!("{}.tmp", index_name(7))))
             .unwrap());
         for threads in [1, 3] {
-            let (read, loaded) = crate::index_load::read_index(&disk, &path, threads).unwrap();
+            let (read, loaded) =
+                crate::index_load::read_index(&disk, &path, threads, true).unwrap();
             assert_eq!(loaded, bytes);
             assert_eq!(read.fuzzy_words(), (words.clone(), overflow));
         }

@@ -155,20 +155,23 @@ impl Entry<'_> {
 /// Buckets in their own mapping on transparent huge pages: the index is
 /// probed at random across all of it, so with 4 KiB pages nearly every
 /// probe of a large index also misses the TLB, and building it (open,
-/// recovery) faults in every page (BENCHMARKS.md, "Huge pages for the hash
-/// tables"). An all-zero bucket is an empty one.
+/// recovery) faults in every page (BENCHMARKS.md, "Huge pages for the
+/// HybridLog"). An all-zero bucket is an empty one.
 #[cfg(not(loom))]
 type Buckets = epochdb_memory::Region<Bucket>;
 /// Loom's atomics cannot start as zeros; the models' indexes are tiny.
 #[cfg(loom)]
 type Buckets = Box<[Bucket]>;
 
-/// `n` empty buckets.
-fn empty_buckets(n: usize) -> Buckets {
+/// `n` empty buckets, on huge pages if `huge`.
+fn empty_buckets(n: usize, huge: bool) -> Buckets {
     #[cfg(not(loom))]
-    return epochdb_memory::Region::zeroed_lazily(n, epochdb_memory::HugePages::On);
+    return epochdb_memory::Region::zeroed_lazily(n, crate::log::page_size(huge));
     #[cfg(loom)]
-    return (0..n).map(|_| Bucket::new()).collect();
+    return {
+        let _ = huge;
+        (0..n).map(|_| Bucket::new()).collect()
+    };
 }
 
 /// The hash index: primary buckets and the overflow pool.
@@ -177,6 +180,9 @@ pub(crate) struct Index {
     buckets: Buckets,
     mask: u64,
     pool: Box<[OnceLock<Buckets>]>,
+    /// Whether the buckets ask for transparent huge pages
+    /// (`Config::huge_pages`).
+    huge: bool,
     /// Overflow buckets handed out; ids are `1..=next`.
     next_overflow: AtomicU64,
 }
@@ -192,17 +198,26 @@ fn entry_tag(word: u64) -> u64 {
 }
 
 impl Index {
-    /// An empty index of `buckets` primary buckets (a power of two).
+    /// An empty index of `buckets` primary buckets (a power of two), on
+    /// huge pages.
+    #[cfg(test)]
     pub(crate) fn new(buckets: usize) -> Self {
+        Self::new_in(buckets, true)
+    }
+
+    /// An empty index of `buckets` primary buckets (a power of two), on
+    /// transparent huge pages if `huge`.
+    pub(crate) fn new_in(buckets: usize, huge: bool) -> Self {
         assert!(
             buckets.is_power_of_two(),
             "index size must be a power of two"
         );
         Index {
-            buckets: empty_buckets(buckets),
+            buckets: empty_buckets(buckets, huge),
             mask: buckets as u64 - 1,
             pool: (0..CHUNKS_MAX).map(|_| OnceLock::new()).collect(),
             next_overflow: AtomicU64::new(0),
+            huge,
         }
     }
 
@@ -232,7 +247,7 @@ impl Index {
             index / CHUNK_BUCKETS < CHUNKS_MAX,
             "overflow bucket pool exhausted: open the store with a larger index"
         );
-        self.pool[index / CHUNK_BUCKETS].get_or_init(|| empty_buckets(CHUNK_BUCKETS));
+        self.pool[index / CHUNK_BUCKETS].get_or_init(|| empty_buckets(CHUNK_BUCKETS, self.huge));
         id
     }
 
@@ -391,7 +406,7 @@ impl Index {
     /// id beyond the copy is cleared too.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn from_words(buckets: usize, overflow: u64, words: &[u64]) -> Self {
-        let index = Index::with_overflow(buckets, overflow);
+        let index = Index::with_overflow(buckets, overflow, true);
         assert_eq!(words.len(), (buckets + overflow as usize) * 8);
         index.load_words(0, words);
         index
@@ -399,8 +414,8 @@ impl Index {
 
     /// An empty index of `buckets` primary and `overflow` allocated
     /// overflow buckets, for [`Index::load_words`].
-    pub(crate) fn with_overflow(buckets: usize, overflow: u64) -> Self {
-        let index = Index::new(buckets);
+    pub(crate) fn with_overflow(buckets: usize, overflow: u64, huge: bool) -> Self {
+        let index = Index::new_in(buckets, huge);
         for _ in 0..overflow {
             index.allocate_overflow();
         }

@@ -167,6 +167,7 @@ pub(crate) fn read_index(
     storage: &dyn Storage,
     path: &Path,
     threads: usize,
+    huge_pages: bool,
 ) -> Result<(Index, u64)> {
     let corrupt = |offset: u64, reason: String| Error::Corrupted {
         file: path.to_path_buf(),
@@ -194,7 +195,7 @@ pub(crate) fn read_index(
         return Err(corrupt(0, format!("index of {b} buckets, {o} overflow")));
     }
     let total_words = (b + o) as usize * 8;
-    let index = Index::with_overflow(b as usize, o);
+    let index = Index::with_overflow(b as usize, o, huge_pages);
     reader.at = first.end;
 
     let errors = Errors {
@@ -359,7 +360,7 @@ mod tests {
                         ));
                     }
                     let total_words = (b + o) as usize * 8;
-                    index = Some((Index::with_overflow(b as usize, o), total_words, o));
+                    index = Some((Index::with_overflow(b as usize, o, true), total_words, o));
                 }
                 (KIND_INDEX_WORDS, Some((idx, total_words, _)))
                     if block.payload.len().is_multiple_of(64)
@@ -449,7 +450,7 @@ mod tests {
             replace_atomically(&disk, &path, &bytes).unwrap();
             let want = outcome(one_block_at_a_time(&disk, &path));
             for threads in [1, 4] {
-                let got = outcome(read_index(&disk, &path, threads));
+                let got = outcome(read_index(&disk, &path, threads, true));
                 assert!(
                     got == want,
                     "case {case}, {threads} threads: {got:.300} != {want:.300}"
@@ -458,6 +459,6 @@ mod tests {
         }
         let want = outcome(one_block_at_a_time(&disk, &dir.join(index_name(1))));
         assert!(want.starts_with("Ok"));
-        assert!(outcome(read_index(&disk, &dir.join(index_name(1)), 3)) == want);
+        assert!(outcome(read_index(&disk, &dir.join(index_name(1)), 3, true)) == want);
     }
 }

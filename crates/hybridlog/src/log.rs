@@ -47,6 +47,9 @@ pub(crate) struct Geometry {
     pub(crate) frames: usize,
     /// Pages kept mutable behind the tail page (the read-only lag).
     pub(crate) mutable_pages: u64,
+    /// Whether the frames ask for transparent huge pages
+    /// (`Config::huge_pages`; on unless set otherwise).
+    pub(crate) huge_pages: bool,
 }
 
 impl Geometry {
@@ -64,6 +67,7 @@ impl Geometry {
             page_bits,
             frames,
             mutable_pages: mutable,
+            huge_pages: true,
         }
     }
 
@@ -72,15 +76,32 @@ impl Geometry {
     }
 }
 
+/// The page size to ask for: huge pages if `huge`, else 4 KiB ones
+/// (`Config::huge_pages`; `Off`, not the system default, so that the two
+/// settings measure what they say).
+pub(crate) fn page_size(huge: bool) -> HugePages {
+    if huge {
+        HugePages::On
+    } else {
+        HugePages::Off
+    }
+}
+
+/// Frame `i` of `frames`, frames of `page_words` words each.
+fn frame_of(frames: &[AtomicU64], page_words: usize, i: usize) -> &[AtomicU64] {
+    &frames[i * page_words..(i + 1) * page_words]
+}
+
 /// The log's addresses, its frames, its file and the flush thread's mailbox.
 pub(crate) struct Log {
     me: Weak<Log>,
     pub(crate) geometry: Geometry,
     epochs: EpochManager,
-    /// One mapping per frame, on transparent huge pages (as the index:
-    /// `epochdb_memory`), so opening or recovering a store faults its
-    /// memory budget in 2 MiB at a time.
-    frames: Box<[Region<AtomicU64>]>,
+    /// Every frame, one after another in one mapping (`epochdb_memory`; one
+    /// per frame would exceed the kernel's map count with small pages), on
+    /// transparent huge pages unless `Config::huge_pages` is off, so that
+    /// filling a frame faults it in 2 MiB at a time. See [`Log::frame`].
+    frames: Region<AtomicU64>,
     /// `page << 32 | offset`; the offset may run past the page end while the
     /// next page is being opened.
     tail: CachePadded<AtomicU64>,
@@ -130,6 +151,12 @@ fn pack(page: u64, offset: u64) -> u64 {
 }
 
 impl Log {
+    /// The in-memory frame `i`.
+    #[inline]
+    fn frame(&self, i: usize) -> &[AtomicU64] {
+        frame_of(&self.frames, (self.geometry.page_bytes() / 8) as usize, i)
+    }
+
     /// A log whose tail is at `tail` (a fresh log: [`FIRST_ADDRESS`]); every
     /// address below it is on disk. `last_page` holds the bytes of the tail's
     /// page below the tail (recovery), loaded into its frame.
@@ -143,14 +170,17 @@ impl Log {
         direct: bool,
     ) -> Arc<Log> {
         let page_words = (geometry.page_bytes() / 8) as usize;
-        let frames: Box<[Region<AtomicU64>]> = (0..geometry.frames)
-            .map(|_| Region::zeroed_lazily(page_words, HugePages::On))
-            .collect();
+        let frames =
+            Region::zeroed_lazily(page_words * geometry.frames, page_size(geometry.huge_pages));
         let page = tail >> geometry.page_bits;
         let offset = tail & (geometry.page_bytes() - 1);
         let page_start = page << geometry.page_bits;
         assert!(last_page.len() as u64 <= offset);
-        let frame = &frames[(page % geometry.frames as u64) as usize];
+        let frame = frame_of(
+            &frames,
+            page_words,
+            (page % geometry.frames as u64) as usize,
+        );
         for (word, bytes) in frame.iter().zip(last_page.chunks(8)) {
             let mut buf = [0u8; 8];
             buf[..bytes.len()].copy_from_slice(bytes);
@@ -226,7 +256,7 @@ impl Log {
     #[inline]
     pub(crate) fn words(&self, address: u64, count: usize) -> &[AtomicU64] {
         let page = address >> self.geometry.page_bits;
-        let frame = &self.frames[(page % self.geometry.frames as u64) as usize];
+        let frame = self.frame((page % self.geometry.frames as u64) as usize);
         let start = ((address & (self.geometry.page_bytes() - 1)) >> 3) as usize;
         &frame[start..start + count]
     }
@@ -251,7 +281,7 @@ impl Log {
     #[inline]
     pub(crate) fn record_in(&self, frame: usize, address: u64) -> &[AtomicU64] {
         debug_assert_eq!(frame, self.frame_of(address));
-        &self.frames[frame][((address & (self.geometry.page_bytes() - 1)) >> 3) as usize..]
+        &self.frame(frame)[((address & (self.geometry.page_bytes() - 1)) >> 3) as usize..]
     }
 
     /// Notes that a record at `address` (in memory) was updated in place,
@@ -366,7 +396,7 @@ impl Log {
         {
             return;
         }
-        for word in self.frames[(page % frames) as usize].iter() {
+        for word in self.frame((page % frames) as usize).iter() {
             word.store(0, Relaxed);
         }
         // Release: the zeroed frame happens-before any allocation on it.

@@ -100,7 +100,7 @@ pub(crate) fn recover(
         }
         return Ok(RecoveredState {
             meta: None,
-            index: Index::new(config.index_buckets),
+            index: Index::new_in(config.index_buckets, config.huge_pages),
             file,
             page_bits: config.page_bits,
             tail: FRESH_TAIL,
@@ -118,7 +118,7 @@ pub(crate) fn recover(
     let index_path = dir.join(index_name(meta.index_id));
     let threads = replay_threads(config.recovery_threads);
     let started = std::time::Instant::now();
-    let (index, index_bytes) = read_index(storage, &index_path, threads)?;
+    let (index, index_bytes) = read_index(storage, &index_path, threads, config.huge_pages)?;
     let index_time = started.elapsed();
     let file = SegmentedFile::open(storage_arc.clone(), dir, meta.segment_bits)?;
     let log_path = file.path().to_path_buf();

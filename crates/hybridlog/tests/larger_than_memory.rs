@@ -12,7 +12,13 @@ use std::sync::Arc;
 use epochdb_hybridlog::{AddU64, Config, SimStorage, Status, Store};
 
 fn config() -> Config {
+    config_with(true)
+}
+
+/// The test configuration, its index and frames on huge pages or not.
+fn config_with(huge_pages: bool) -> Config {
     Config {
+        huge_pages,
         index_buckets: 1 << 10,
         page_bits: 12,
         memory_bytes: 8 << 12,
@@ -24,10 +30,19 @@ fn config() -> Config {
 
 #[test]
 fn quarter_memory_reads_and_rmws_go_to_disk() {
+    quarter_memory(true);
+}
+
+#[test]
+fn quarter_memory_on_small_pages_too() {
+    quarter_memory(false);
+}
+
+fn quarter_memory(huge_pages: bool) {
     let store = Store::open(
         Arc::new(SimStorage::new(3)),
         Path::new("/db"),
-        config(),
+        config_with(huge_pages),
         AddU64,
     )
     .unwrap();
@@ -121,4 +136,32 @@ fn variable_length_values_survive_eviction() {
         let key = waiting.remove(&done.serial).unwrap();
         assert_eq!(done.value.as_ref(), model.get(&key), "{key}");
     }
+}
+
+/// A budget of many small pages (131,072 frames of 4 KiB, more than the
+/// kernel's default 65,530 mappings per process) opens and works: the
+/// frames share one mapping, faulted in as they are used.
+#[test]
+fn a_budget_of_many_small_frames_opens() {
+    let config = Config {
+        memory_bytes: 512 << 20,
+        ..config()
+    };
+    let store = Store::open(
+        Arc::new(SimStorage::new(4)),
+        Path::new("/db"),
+        config,
+        AddU64,
+    )
+    .unwrap();
+    let mut session = store.start_session().unwrap();
+    for k in 0..10_000u64 {
+        session.upsert(&k.to_le_bytes(), &k.to_le_bytes()).unwrap();
+    }
+    let mut value = Vec::new();
+    assert_eq!(
+        session.read(&9_999u64.to_le_bytes(), &mut value).unwrap(),
+        Status::Ok
+    );
+    assert_eq!(value, 9_999u64.to_le_bytes());
 }

@@ -7,11 +7,11 @@
 //! * the frequently-consistent checkpoint algorithms (`epochdb-fcc`), whose
 //!   paper measured large pages (fc-checkpoint-sigmod11 §5.6: "Using large
 //!   pages resulted in a considerable performance improvement");
-//! * the HybridLog's hash index and log frames (`epochdb-hybridlog`), and
-//!   the engine's point index, which are probed at random across hundreds
-//!   of megabytes: with 4 KiB pages nearly every probe also misses the TLB,
-//!   and every new page costs a fault when the table is first written
-//!   (BENCHMARKS.md, "Huge pages for the hash tables", measures both).
+//! * the HybridLog's hash index and log frames (`epochdb-hybridlog`),
+//!   probed at random across hundreds of megabytes: with 4 KiB pages nearly
+//!   every probe also misses the TLB, and every new page costs a fault when
+//!   the index is first written (BENCHMARKS.md, "Huge pages for the
+//!   HybridLog", measures both).
 //!
 //! A [`Region`] holds `len` values of a [`Zeroable`] type in an anonymous
 //! private mapping. Such a mapping reads as zeros, which is a valid value of

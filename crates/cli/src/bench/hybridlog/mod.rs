@@ -110,6 +110,10 @@ pub(crate) struct HybridlogArgs {
     /// the default where the file system allows it).
     #[arg(long)]
     buffered_io: bool,
+    /// Transparent huge pages for the index and the log's frames: on (the
+    /// default, `Config::huge_pages`) or off (4 KiB pages).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    huge_pages: String,
     /// Directory for the store (it uses a fresh `hybridlog` subdirectory);
     /// default: a fresh temporary directory.
     #[arg(long)]
@@ -369,6 +373,8 @@ struct Report {
     /// Whether the log was flushed past the page cache (and the disk's
     /// write speed probed the same way).
     direct_io: bool,
+    /// Whether the index and the frames asked for huge pages.
+    huge_pages: bool,
     recovery: Option<RecoveryReport>,
     config: RunConfig,
 }
@@ -473,6 +479,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         shift_mode,
         recovery_threads: args.recovery_threads,
         direct_io: !args.buffered_io,
+        huge_pages: args.huge_pages == "on",
         ..Config::default()
     };
     let (_scratch, root) = super::run_root(args.dir.as_ref())?;
@@ -711,6 +718,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         disk_write_mb_s: disk_write,
         disk_read_mb_s: disk_read,
         direct_io: !args.buffered_io,
+        huge_pages: args.huge_pages == "on",
         recovery,
         config: RunConfig {
             store: "hybridlog",
