@@ -372,9 +372,7 @@ impl<'t> Transaction<'t> {
             return false;
         };
         // Our own insert must not invalidate what we saw of the leaf.
-        for node in &mut self.state.nodes {
-            inserted.patch(node);
-        }
+        inserted.patch(&mut self.state.nodes);
         let key = self.state.writes.keys.push(key);
         self.state.writes.entries.push(WriteEntry {
             table,

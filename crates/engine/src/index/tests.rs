@@ -289,20 +289,57 @@ fn leaf_versions_see_every_change_and_patch_our_own() {
         |_, _| true,
         |leaf| seen.push(leaf),
     );
-    let mut missing = tree.get(&100u64.to_be_bytes()).unwrap_err();
+    let missing = tree.get(&100u64.to_be_bytes()).unwrap_err();
     assert!(seen.iter().all(|leaf| leaf.unchanged()) && missing.unchanged());
     // Our own insert: patching keeps the recorded versions valid.
     let ours = tree.insert(&50u64.to_be_bytes(), 50).unwrap();
     assert!(!missing.unchanged());
-    ours.patch(&mut missing);
-    for leaf in &mut seen {
-        ours.patch(leaf);
-    }
-    assert!(missing.unchanged() && seen.iter().all(|leaf| leaf.unchanged()));
+    let mut recorded = vec![missing];
+    recorded.extend(&seen);
+    ours.patch(&mut recorded);
+    assert!(recorded.iter().all(|leaf| leaf.unchanged()));
     // Someone else's change is not patched away.
     let removed = tree.remove_if(&3u64.to_be_bytes(), |_| true);
     assert!(removed.removed && removed.key_copy.is_none() && removed.unlinked.is_none());
-    assert!(!missing.unchanged());
+    assert!(!recorded[0].unchanged());
+}
+
+/// Our own insert that splits a recorded leaf is patched too: the leaf's
+/// entry moves past the split and the new right sibling joins the set, so
+/// the transaction still validates — and someone else's insert into either
+/// half afterwards is still seen.
+#[test]
+fn our_own_splits_are_patched_and_both_halves_stay_watched() {
+    for others_insert_right in [false, true] {
+        let tree = Tree::new();
+        let mut n = 0u64;
+        // Fill the only leaf, recording it through a miss before each
+        // insert, until an insert splits it.
+        let mut recorded = Vec::new();
+        loop {
+            let leaves = tree.leaf_count();
+            let missing = tree.get(&(n * 10).to_be_bytes()).unwrap_err();
+            recorded.push(missing);
+            let ours = tree.insert(&(n * 10).to_be_bytes(), n).unwrap();
+            ours.patch(&mut recorded);
+            n += 1;
+            assert!(
+                recorded.iter().all(|leaf| leaf.unchanged()),
+                "after {n} inserts"
+            );
+            if tree.leaf_count() > leaves {
+                break;
+            }
+        }
+        assert!(n > 2, "the first leaf holds more than two keys");
+        // Someone else inserts into the lower or the upper half.
+        let key = if others_insert_right { n * 10 + 5 } else { 5 };
+        assert!(tree.insert(&key.to_be_bytes(), 0).is_some());
+        assert!(
+            !recorded.iter().all(|leaf| leaf.unchanged()),
+            "an insert of {key} after {n} of ours went unseen"
+        );
+    }
 }
 
 /// Emptied leaves leave the chain (so scans stop walking them and their
@@ -369,7 +406,7 @@ fn a_recorded_leaf_that_is_unlinked_no_longer_validates() {
     }
     // Empty the last leaf but one key, and record it through a miss.
     let last = 199u64;
-    let mut missing = tree.get(&1_000u64.to_be_bytes()).unwrap_err();
+    let missing = tree.get(&1_000u64.to_be_bytes()).unwrap_err();
     assert!(missing.unchanged());
     for n in (0..=last).rev() {
         let removed = tree.remove_if(&n.to_be_bytes(), |_| true);
@@ -387,8 +424,9 @@ fn a_recorded_leaf_that_is_unlinked_no_longer_validates() {
     assert!(!late.unchanged());
     // The recorded version cannot be patched back either.
     let ours = tree.insert(&1_000u64.to_be_bytes(), 1).unwrap();
-    ours.patch(&mut missing);
-    assert!(!missing.unchanged());
+    let mut recorded = vec![missing];
+    ours.patch(&mut recorded);
+    assert!(!recorded[0].unchanged());
     garbage.free();
 }
 

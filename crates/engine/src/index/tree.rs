@@ -331,22 +331,54 @@ pub(crate) unsafe fn free_leaf(leaf: *mut ()) {
     drop(unsafe { Box::from_raw(leaf.cast::<Leaf>()) });
 }
 
-/// What an insert did to its leaf, so a transaction that had recorded the
-/// leaf can tell its own change from someone else's.
-#[derive(Clone, Copy, Debug)]
+/// What an insert did to the leaves, so a transaction that had recorded
+/// them can tell its own changes from someone else's.
+#[derive(Debug)]
 pub(crate) struct InsertedInto {
-    /// The leaf as it was just before the insert.
-    pub(crate) before: LeafVersion,
+    /// The leaf the key went into, as it was just before the insert.
+    before: LeafVersion,
     /// Its version just after.
-    pub(crate) after: u64,
+    after: u64,
+    /// Leaves the insert split on its way, oldest first (it restarts after
+    /// each split); almost always none.
+    splits: Vec<LeafSplit>,
+}
+
+/// A leaf split made by an insert.
+#[derive(Clone, Copy, Debug)]
+struct LeafSplit {
+    /// The leaf as it was just before the split.
+    before: LeafVersion,
+    /// Its version just after (it keeps the lower part of its range).
+    after: u64,
+    /// The new right sibling, which took the upper part, as the split
+    /// published it.
+    right: LeafVersion,
 }
 
 impl InsertedInto {
-    /// Moves `recorded` past our own insert if nothing else changed.
-    #[inline]
-    pub(crate) fn patch(&self, recorded: &mut LeafVersion) {
-        if *recorded == self.before {
-            recorded.version = self.after;
+    /// Moves the versions recorded in `nodes` past our own insert, where
+    /// nothing else changed the leaf. An entry for a leaf the insert split
+    /// is moved to the version the split left, and the new right sibling
+    /// joins `nodes` as the split published it: the two leaves cover what
+    /// the one covered, so someone else's insert into either part is still
+    /// seen. (Without this, a transaction that read missing keys and then
+    /// inserted them aborted whenever an insert split a leaf, and its retry
+    /// met the same full leaf again once the abort took the placeholders
+    /// out: `tests/own_inserts.rs`.)
+    pub(crate) fn patch(&self, nodes: &mut Vec<LeafVersion>) {
+        for split in &self.splits {
+            let mut recorded = false;
+            for node in nodes.iter_mut().filter(|node| **node == split.before) {
+                node.version = split.after;
+                recorded = true;
+            }
+            if recorded {
+                nodes.push(split.right);
+            }
+        }
+        for node in nodes.iter_mut().filter(|node| **node == self.before) {
+            node.version = self.after;
         }
     }
 }
@@ -479,14 +511,27 @@ impl Tree {
     /// to its leaf, or `None` if the key was there.
     pub(crate) fn insert(&self, key: &[u8], value: u64) -> Option<InsertedInto> {
         let probe = Probe::new(key);
+        let mut splits = Vec::new();
         loop {
-            if let Ok(inserted) = self.try_insert(&probe, value) {
-                return inserted;
+            if let Ok(inserted) = self.try_insert(&probe, value, &mut splits) {
+                return inserted.map(|(before, after)| InsertedInto {
+                    before,
+                    after,
+                    splits,
+                });
             }
         }
     }
 
-    fn try_insert(&self, probe: &Probe<'_>, value: u64) -> Step<Option<InsertedInto>> {
+    /// One attempt at an insert: the leaf it went into and its version
+    /// after, `None` if the key is there already; leaf splits made on the
+    /// way go to `splits`.
+    fn try_insert(
+        &self,
+        probe: &Probe<'_>,
+        value: u64,
+        splits: &mut Vec<LeafSplit>,
+    ) -> Step<Option<(LeafVersion, u64)>> {
         let (mut pointer, mut version) = self.enter()?;
         let mut parent: Option<(&Inner, u64, usize)> = None;
         loop {
@@ -495,7 +540,7 @@ impl Tree {
                 let inner = Self::inner(pointer);
                 if node.count() == CAPACITY {
                     // Split full inner nodes on the way down (eager split).
-                    self.split(pointer, version, parent, probe, 0)?;
+                    self.split(pointer, version, parent, probe, 0, splits)?;
                     return Err(Restart);
                 }
                 let (child, child_version, index) = Self::step_down(inner, version, probe)?;
@@ -522,7 +567,7 @@ impl Tree {
                 return Ok(None);
             }
             if count == CAPACITY {
-                self.split(pointer, version, parent, probe, slot)?;
+                self.split(pointer, version, parent, probe, slot, splits)?;
                 return Err(Restart);
             }
             // Unchanged since the search (or the upgrade fails), so `slot`
@@ -539,17 +584,14 @@ impl Tree {
             node.last_insert.store(slot as u8, Ordering::Relaxed);
             node.unlock();
             // `upgrade` and `unlock` each add LOCKED to the version.
-            return Ok(Some(InsertedInto {
-                before: LeafVersion { leaf, version },
-                after: version + 2 * LOCKED,
-            }));
+            return Ok(Some((LeafVersion { leaf, version }, version + 2 * LOCKED)));
         }
     }
 
     /// Splits the full node at `pointer` (read at `version`), inserting the
     /// separator into `parent` or growing a new root. `slot` is where the
-    /// probe goes in a leaf. Always ends in a restart of the caller's
-    /// operation.
+    /// probe goes in a leaf. A leaf split is added to `splits`. Always ends
+    /// in a restart of the caller's operation.
     fn split(
         &self,
         pointer: *mut Header,
@@ -557,6 +599,7 @@ impl Tree {
         parent: Option<(&Inner, u64, usize)>,
         probe: &Probe<'_>,
         slot: usize,
+        splits: &mut Vec<LeafSplit>,
     ) -> Step<()> {
         let node = Self::node(pointer);
         match parent {
@@ -580,6 +623,21 @@ impl Tree {
         } else {
             split_inner(Self::inner(pointer))
         };
+        if node.leaf {
+            // The lock and the unlock below each add `LOCKED`; the new
+            // leaf is published unlocked at version 0.
+            splits.push(LeafSplit {
+                before: LeafVersion {
+                    leaf: Self::leaf(pointer),
+                    version,
+                },
+                after: version + 2 * LOCKED,
+                right: LeafVersion {
+                    leaf: Self::leaf(right),
+                    version: 0,
+                },
+            });
+        }
         match parent {
             Some((p, _, index)) => {
                 let count = p.header.count();
