@@ -42,10 +42,10 @@ fn check_password(state: &State, user: Option<&[u8]>, password: &[u8]) -> Result
 }
 
 /// AUTH [username] password.
-pub(crate) fn auth(state: &State, client: &mut Client, args: &[Bytes], out: &mut Out<'_>) {
+pub(crate) fn auth(state: &State, client: &mut Client, args: &[&[u8]], out: &mut Out<'_>) {
     let (user, password) = match args.len() {
         2 => (None, &args[1]),
-        3 => (Some(&args[1][..]), &args[2]),
+        3 => (Some(args[1]), &args[2]),
         _ => {
             out.error("ERR syntax error");
             return;
@@ -62,7 +62,7 @@ pub(crate) fn auth(state: &State, client: &mut Client, args: &[Bytes], out: &mut
 
 /// HELLO [protover [AUTH username password] [SETNAME name]]. Only RESP2 is
 /// spoken.
-pub(crate) fn hello(state: &State, client: &mut Client, args: &[Bytes], out: &mut Out<'_>) {
+pub(crate) fn hello(state: &State, client: &mut Client, args: &[&[u8]], out: &mut Out<'_>) {
     if let Some(version) = args.get(1) {
         match std::str::from_utf8(version)
             .ok()
@@ -86,7 +86,7 @@ pub(crate) fn hello(state: &State, client: &mut Client, args: &[Bytes], out: &mu
         let option = args[i].to_ascii_uppercase();
         match option.as_slice() {
             b"AUTH" if i + 2 < args.len() => {
-                if let Err(e) = check_password(state, Some(&args[i + 1]), &args[i + 2]) {
+                if let Err(e) = check_password(state, Some(args[i + 1]), args[i + 2]) {
                     out.error(e);
                     return;
                 }
@@ -94,13 +94,13 @@ pub(crate) fn hello(state: &State, client: &mut Client, args: &[Bytes], out: &mu
                 i += 3;
             }
             b"SETNAME" if i + 1 < args.len() => {
-                name = Some(args[i + 1].clone());
+                name = Some(Bytes::copy_from_slice(args[i + 1]));
                 i += 2;
             }
             _ => {
                 out.error(&format!(
                     "ERR Syntax error in HELLO option '{}'",
-                    String::from_utf8_lossy(&args[i])
+                    String::from_utf8_lossy(args[i])
                 ));
                 return;
             }
@@ -133,7 +133,7 @@ pub(crate) fn hello(state: &State, client: &mut Client, args: &[Bytes], out: &mu
 }
 
 /// CLIENT ID | SETNAME | GETNAME | SETINFO | INFO | LIST | NO-EVICT | NO-TOUCH.
-pub(crate) fn client(client: &mut Client, args: &[Bytes], out: &mut Out<'_>) {
+pub(crate) fn client(client: &mut Client, args: &[&[u8]], out: &mut Out<'_>) {
     let sub = args[1].to_ascii_uppercase();
     match (sub.as_slice(), args.len()) {
         (b"ID", 2) => out.int(client.id as i64),
@@ -144,7 +144,7 @@ pub(crate) fn client(client: &mut Client, args: &[Bytes], out: &mut Out<'_>) {
                     "ERR Client names cannot contain spaces, newlines or special characters.",
                 );
             } else {
-                client.name = (!args[2].is_empty()).then(|| args[2].clone());
+                client.name = (!args[2].is_empty()).then(|| Bytes::copy_from_slice(args[2]));
                 out.ok();
             }
         }
@@ -161,7 +161,7 @@ pub(crate) fn client(client: &mut Client, args: &[Bytes], out: &mut Out<'_>) {
         }
         _ => out.error(&format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&args[1])
+            String::from_utf8_lossy(args[1])
         )),
     }
 }
@@ -180,7 +180,7 @@ fn command_info(spec: &Spec, out: &mut Out<'_>) {
 }
 
 /// COMMAND [COUNT | INFO name… | DOCS [name…] | LIST].
-pub(crate) fn command(args: &[Bytes], out: &mut Out<'_>) {
+pub(crate) fn command(args: &[&[u8]], out: &mut Out<'_>) {
     let sub = args.get(1).map(|a| a.to_ascii_uppercase());
     match sub.as_deref() {
         None => {
@@ -210,13 +210,13 @@ pub(crate) fn command(args: &[Bytes], out: &mut Out<'_>) {
         Some(b"DOCS") => out.map(0),
         Some(_) => out.error(&format!(
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-            String::from_utf8_lossy(&args[1])
+            String::from_utf8_lossy(args[1])
         )),
     }
 }
 
 /// CONFIG GET pattern… | SET name value… | RESETSTAT.
-pub(crate) fn config(state: &State, args: &[Bytes], out: &mut Out<'_>) {
+pub(crate) fn config(state: &State, args: &[&[u8]], out: &mut Out<'_>) {
     let sub = args[1].to_ascii_uppercase();
     match sub.as_slice() {
         b"GET" if args.len() >= 3 => {
@@ -240,8 +240,8 @@ pub(crate) fn config(state: &State, args: &[Bytes], out: &mut Out<'_>) {
             let mut settings = state.settings.write();
             let mut updated = settings.clone();
             for pair in args[2..].chunks(2) {
-                let name = String::from_utf8_lossy(&pair[0]);
-                let value = String::from_utf8_lossy(&pair[1]);
+                let name = String::from_utf8_lossy(pair[0]);
+                let value = String::from_utf8_lossy(pair[1]);
                 if let Err(e) = updated.set(&name, &value, true) {
                     out.error(&format!(
                         "ERR CONFIG SET failed (possibly related to argument '{name}') - {e}"
@@ -258,7 +258,7 @@ pub(crate) fn config(state: &State, args: &[Bytes], out: &mut Out<'_>) {
         }
         _ => out.error(&format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(&args[1])
+            String::from_utf8_lossy(args[1])
         )),
     }
 }
@@ -272,7 +272,7 @@ pub(crate) fn resident_bytes() -> u64 {
 }
 
 /// INFO [section…]: server, clients, memory, persistence, stats, keyspace.
-pub(crate) fn info(state: &State, args: &[Bytes], out: &mut Out<'_>) {
+pub(crate) fn info(state: &State, args: &[&[u8]], out: &mut Out<'_>) {
     let wanted: Vec<String> = args[1..]
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())

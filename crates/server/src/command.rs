@@ -67,6 +67,8 @@ pub(crate) enum Cmd {
 pub(crate) struct Spec {
     /// Lowercase name, as Redis reports it.
     pub(crate) name: &'static str,
+    /// The name as [`name_key`] packs it, for [`lookup`].
+    key: u128,
     /// Redis's arity: `n` exactly n arguments (the name included), `-n` at
     /// least n.
     pub(crate) arity: i32,
@@ -137,6 +139,7 @@ macro_rules! spec {
     ($name:literal, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $cmd:ident) => {
         Spec {
             name: $name,
+            key: name_key($name.as_bytes()),
             arity: $arity,
             flags: $flags,
             first_key: $first,
@@ -203,20 +206,42 @@ pub(crate) static COMMANDS: &[Spec] = &[
     spec!("watch", -2, TX, 1, -1, 1, Watch),
 ];
 
+/// Longest command name [`lookup`] can find.
+const NAME_BYTES_MAX: usize = 16;
+
+/// `name` (at most [`NAME_BYTES_MAX`] bytes) lowercased and packed
+/// big-endian into a number, zero-padded: these numbers sort as the names
+/// do (padding sorts before any letter), so the sorted table can be
+/// searched with one integer comparison per step instead of a `memcmp`
+/// call (the lookup was a tenth of the server's user time under pipelined
+/// GETs).
+const fn name_key(name: &[u8]) -> u128 {
+    let mut key = 0u128;
+    let mut i = 0;
+    while i < NAME_BYTES_MAX {
+        let byte = if i < name.len() {
+            name[i].to_ascii_lowercase()
+        } else {
+            0
+        };
+        key = (key << 8) | byte as u128;
+        i += 1;
+    }
+    key
+}
+
 /// Looks a command up by name, case-insensitively.
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    let mut lower = [0u8; 16];
-    if name.len() > lower.len() {
+    if name.len() > NAME_BYTES_MAX {
         return None;
     }
-    for (l, n) in lower.iter_mut().zip(name) {
-        *l = n.to_ascii_lowercase();
-    }
-    let lower = &lower[..name.len()];
+    let key = name_key(name);
     COMMANDS
-        .binary_search_by(|spec| spec.name.as_bytes().cmp(lower))
+        .binary_search_by(|spec| spec.key.cmp(&key))
         .ok()
         .map(|i| &COMMANDS[i])
+        // A NUL packs like padding: "get\0" finds `get`, but is longer.
+        .filter(|spec| spec.name.len() == name.len())
 }
 
 #[cfg(test)]
@@ -232,6 +257,19 @@ mod tests {
                 pair[0].name,
                 pair[1].name
             );
+        }
+        for spec in COMMANDS {
+            assert!(spec.name.len() <= NAME_BYTES_MAX, "{}", spec.name);
+            assert_eq!(lookup(spec.name.as_bytes()).unwrap().cmd, spec.cmd);
+            let upper = spec.name.to_ascii_uppercase();
+            assert_eq!(lookup(upper.as_bytes()).unwrap().cmd, spec.cmd);
+            // A prefix or an extension of a name is not the command.
+            let short = &spec.name.as_bytes()[..spec.name.len() - 1];
+            assert!(lookup(short).is_none_or(|s| s.name.as_bytes() == short));
+            let long = format!("{}x", spec.name);
+            assert!(lookup(long.as_bytes()).is_none_or(|s| s.name == long));
+            let nul = format!("{}\0", spec.name);
+            assert!(lookup(nul.as_bytes()).is_none());
         }
         assert_eq!(lookup(b"GeT").unwrap().cmd, Cmd::Get);
         assert_eq!(lookup(b"mset").unwrap().cmd, Cmd::MSet);

@@ -26,7 +26,7 @@ use crate::config::Ack;
 use crate::data::{self, wrong_arity, TxContext};
 use crate::keyspace::{self, GenKeys};
 use crate::output::Output;
-use crate::resp::{parse_i64, Args, Limits, Out, Parser};
+use crate::resp::{parse_i64, Args, Limits, Out, Parser, Request};
 use crate::server::State;
 use crate::{admin, engine_thread, value};
 
@@ -48,7 +48,7 @@ pub(crate) struct Client {
     /// Whether the client switched to RESP3 with `HELLO 3`.
     pub(crate) resp3: bool,
     /// Commands queued by MULTI, if in one.
-    multi: Option<Vec<(Cmd, Args)>>,
+    multi: Option<Vec<(Cmd, Vec<Bytes>)>>,
     /// A command failed to queue: EXEC must abort.
     multi_dirty: bool,
     /// WATCHed keys and the version each had.
@@ -97,6 +97,7 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
     };
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut parser = Parser::default();
+    let mut request = Request::default();
     let mut batch = Vec::new();
     let mut scratch = Vec::new();
     let mut output = Output::default();
@@ -117,10 +118,15 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
             } else {
                 Limits::UNAUTHENTICATED
             };
+            let mut turn = Turn {
+                now_ms: value::now_ms(),
+                ack: state.settings.read().ack,
+            };
+            let mut commands = 0u64;
             loop {
-                let args = match parser.next(&mut buf, &limits) {
-                    Ok(Some(args)) => args,
-                    Ok(None) => break,
+                match parser.next(&mut buf, &limits, &mut request) {
+                    Ok(true) => {}
+                    Ok(false) => break,
                     Err(e) => {
                         state.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
                         Out::new(&mut batch, client.resp3).error(&e.0);
@@ -128,14 +134,13 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
                         break 'connection End::ProtocolError;
                     }
                 };
-                state
-                    .stats
-                    .commands_processed
-                    .fetch_add(1, Ordering::Relaxed);
+                commands += 1;
+                let args = request.args(&buf);
                 let next = execute(
                     state,
                     &mut client,
-                    args,
+                    &mut turn,
+                    &args,
                     &mut batch,
                     &mut scratch,
                     &mut output,
@@ -152,6 +157,10 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
             }
             output.push_ready(&batch);
             batch.clear();
+            state
+                .stats
+                .commands_processed
+                .fetch_add(commands, Ordering::Relaxed);
         }
         output.release();
         // Write what is ready now, without waiting.
@@ -247,6 +256,18 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
     }
 }
 
+/// What the commands of one turn of the connection's loop (one read's
+/// worth of requests) share, read once per turn rather than per command:
+/// under pipelined GETs the clock and the settings lock cost more than the
+/// command's lookup. A turn lasts microseconds, so expiry sees the clock
+/// that late at most; SAVE, which waits, reads the clock again.
+struct Turn {
+    /// The clock for expiry, in Unix milliseconds.
+    now_ms: u64,
+    /// When replies go out (`CONFIG SET ack` refreshes it mid-turn).
+    ack: Ack,
+}
+
 /// What woke the connection.
 enum Event {
     Progress,
@@ -298,17 +319,18 @@ async fn drain(stream: &TcpStream, output: &mut Output) {
 async fn execute(
     state: &Arc<State>,
     client: &mut Client,
-    args: Args,
+    turn: &mut Turn,
+    args: &[&[u8]],
     batch: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
     output: &mut Output,
 ) -> Next {
     let resp3 = client.resp3;
-    let Some(spec) = command::lookup(&args[0]) else {
+    let Some(spec) = command::lookup(args[0]) else {
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        Out::new(batch, resp3).error(&unknown_command(&args));
+        Out::new(batch, resp3).error(&unknown_command(args));
         return Next::Continue;
     };
     if !client.authenticated && !spec.flags.contains(&"no_auth") {
@@ -328,7 +350,8 @@ async fn execute(
             Cmd::Exec | Cmd::Discard | Cmd::Multi | Cmd::Watch | Cmd::Quit | Cmd::Reset
         ) {
             if spec.is_queueable() {
-                queue.push((spec.cmd, args));
+                let owned = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+                queue.push((spec.cmd, owned));
                 Out::new(batch, resp3).simple("QUEUED");
             } else {
                 client.multi_dirty = true;
@@ -369,7 +392,7 @@ async fn execute(
                 out.error("EXECABORT Transaction discarded because of previous errors.");
                 return Next::Continue;
             }
-            run_exec(state, resp3, &queue, &watched, batch, scratch, output);
+            run_exec(state, turn, resp3, &queue, &watched, batch, scratch, output);
         }
         Cmd::Watch => {
             if client.multi.is_some() {
@@ -405,13 +428,13 @@ async fn execute(
             client.watched.clear();
             out.ok();
         }
-        Cmd::Scan => scan(state, &args, &mut out),
+        Cmd::Scan => scan(state, args, &mut out),
         Cmd::FlushDb | Cmd::FlushAll => {
             let reply_at = batch.len();
-            match flush_db(state, &args) {
+            match flush_db(state, args) {
                 Ok(ticket) => {
                     Out::new(batch, resp3).ok();
-                    reply(state, resp3, ticket, batch, reply_at, output);
+                    reply(state, turn.ack, resp3, ticket, batch, reply_at, output);
                 }
                 Err(e) => Out::new(batch, resp3).error(&e),
             }
@@ -420,8 +443,8 @@ async fn execute(
             Some(message) => out.bulk(message),
             None => out.simple("PONG"),
         },
-        Cmd::Echo => out.bulk(&args[1]),
-        Cmd::Select => match parse_i64(&args[1]) {
+        Cmd::Echo => out.bulk(args[1]),
+        Cmd::Select => match parse_i64(args[1]) {
             Some(0) => out.ok(),
             Some(_) => out.error("ERR DB index is out of range"),
             None => out.error(data::NOT_AN_INTEGER),
@@ -438,15 +461,20 @@ async fn execute(
             client.resp3 = false;
             out.simple("RESET");
         }
-        Cmd::Auth => admin::auth(state, client, &args, &mut out),
-        Cmd::Hello => admin::hello(state, client, &args, &mut out),
-        Cmd::Client => admin::client(client, &args, &mut out),
-        Cmd::Command => admin::command(&args, &mut out),
-        Cmd::Config => admin::config(state, &args, &mut out),
-        Cmd::Info => admin::info(state, &args, &mut out),
+        Cmd::Auth => admin::auth(state, client, args, &mut out),
+        Cmd::Hello => admin::hello(state, client, args, &mut out),
+        Cmd::Client => admin::client(client, args, &mut out),
+        Cmd::Command => admin::command(args, &mut out),
+        Cmd::Config => {
+            admin::config(state, args, &mut out);
+            // CONFIG SET may have changed it.
+            turn.ack = state.settings.read().ack;
+        }
+        Cmd::Info => admin::info(state, args, &mut out),
         Cmd::LastSave => out.int(state.last_save_unix.load(Ordering::Relaxed) as i64),
         Cmd::Save => {
             let reply = admin::save(state).await;
+            turn.now_ms = value::now_ms();
             match reply {
                 Ok(()) => Out::new(batch, resp3).ok(),
                 Err(e) => Out::new(batch, resp3).error(&e),
@@ -474,25 +502,24 @@ async fn execute(
         data_cmd => {
             let reply_at = batch.len();
             let keyspace = state.keyspace;
-            let now_ms = value::now_ms();
             let outcome = engine_thread::with_worker(state.id, &state.db, |w| {
                 w.run(|tx| {
                     batch.truncate(reply_at);
                     let mut cx = TxContext {
                         keys: GenKeys::begin(tx, keyspace)?,
-                        now_ms,
+                        now_ms: turn.now_ms,
                         scratch: &mut *scratch,
                     };
                     data::execute(
                         data_cmd,
-                        &args,
+                        args,
                         tx,
                         &mut cx,
                         &mut Out::new(&mut *batch, resp3),
                     )
                 })
             });
-            conclude(state, resp3, outcome, batch, reply_at, output);
+            conclude(state, turn.ack, resp3, outcome, batch, reply_at, output);
         }
     }
     Next::Continue
@@ -502,13 +529,14 @@ async fn execute(
 /// now, or hands it to the writer to hold until `ticket` is durable.
 fn reply(
     state: &State,
+    ack: Ack,
     resp3: bool,
     ticket: Ticket,
     batch: &mut Vec<u8>,
     reply_at: usize,
     output: &mut Output,
 ) {
-    if state.settings.read().ack == Ack::Memory {
+    if ack == Ack::Memory {
         return;
     }
     match ticket.is_durable() {
@@ -537,10 +565,12 @@ fn reply(
 /// EXEC: the queued commands as one engine transaction, after checking
 /// that no WATCHed key changed (each watched key joins the read set, so a
 /// change before commit aborts and retries the whole body).
+#[allow(clippy::too_many_arguments)]
 fn run_exec(
     state: &Arc<State>,
+    turn: &Turn,
     resp3: bool,
-    queue: &[(Cmd, Args)],
+    queue: &[(Cmd, Vec<Bytes>)],
     watched: &[(Bytes, Option<Tid>)],
     batch: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
@@ -548,7 +578,7 @@ fn run_exec(
 ) {
     let reply_at = batch.len();
     let keyspace = state.keyspace;
-    let now_ms = value::now_ms();
+    let now_ms = turn.now_ms;
     let outcome = engine_thread::with_worker(state.id, &state.db, |w| {
         w.run(|tx| {
             batch.truncate(reply_at);
@@ -566,20 +596,21 @@ fn run_exec(
                 now_ms,
                 scratch: &mut *scratch,
             };
-            for (cmd, args) in queue {
+            for (cmd, owned) in queue {
+                let args: Args = owned.iter().map(|a| &a[..]).collect();
                 match cmd {
                     Cmd::Ping => match args.get(1) {
                         Some(message) => out.bulk(message),
                         None => out.simple("PONG"),
                     },
-                    Cmd::Echo => out.bulk(&args[1]),
-                    _ => data::execute(*cmd, args, tx, &mut cx, &mut out)?,
+                    Cmd::Echo => out.bulk(args[1]),
+                    _ => data::execute(*cmd, &args, tx, &mut cx, &mut out)?,
                 }
             }
             Ok(())
         })
     });
-    conclude(state, resp3, outcome, batch, reply_at, output);
+    conclude(state, turn.ack, resp3, outcome, batch, reply_at, output);
 }
 
 /// Finishes a command run as a transaction: its reply (at
@@ -587,6 +618,7 @@ fn run_exec(
 /// that could not commit is answered with an error instead.
 fn conclude(
     state: &State,
+    ack: Ack,
     resp3: bool,
     outcome: Result<Result<((), Ticket), TxError>, OpenError>,
     batch: &mut Vec<u8>,
@@ -594,7 +626,7 @@ fn conclude(
     output: &mut Output,
 ) {
     match outcome {
-        Ok(Ok(((), ticket))) => reply(state, resp3, ticket, batch, reply_at, output),
+        Ok(Ok(((), ticket))) => reply(state, ack, resp3, ticket, batch, reply_at, output),
         Ok(Err(e)) => {
             batch.truncate(reply_at);
             Out::new(batch, resp3).error(&tx_error(&e));
@@ -608,8 +640,8 @@ fn conclude(
 
 /// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type], over the ordered
 /// index from the key the cursor remembers.
-fn scan(state: &Arc<State>, args: &[Bytes], out: &mut Out<'_>) {
-    let Some(cursor) = std::str::from_utf8(&args[1])
+fn scan(state: &Arc<State>, args: &[&[u8]], out: &mut Out<'_>) {
+    let Some(cursor) = std::str::from_utf8(args[1])
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
     else {
@@ -702,7 +734,7 @@ fn scan(state: &Arc<State>, args: &[Bytes], out: &mut Out<'_>) {
 /// `keyspace`); the old keys are then purged before the reply, or in the
 /// background with ASYNC (as Redis's lazy free). The reply waits for the
 /// flush's ticket either way.
-fn flush_db(state: &Arc<State>, args: &[Bytes]) -> Result<Ticket, String> {
+fn flush_db(state: &Arc<State>, args: &[&[u8]]) -> Result<Ticket, String> {
     let asynchronous = match args.get(1) {
         None => false,
         Some(mode) if mode.eq_ignore_ascii_case(b"async") => true,
@@ -780,7 +812,7 @@ fn tx_error(e: &TxError) -> String {
 }
 
 /// Redis's reply to an unknown command.
-fn unknown_command(args: &[Bytes]) -> String {
+fn unknown_command(args: &[&[u8]]) -> String {
     let mut text = format!(
         "ERR unknown command '{}', with args beginning with: ",
         String::from_utf8_lossy(&args[0][..args[0].len().min(128)])

@@ -8,7 +8,6 @@
 
 use std::ops::Bound;
 
-use bytes::Bytes;
 use epochdb_engine::{Abort, Transaction};
 
 use crate::command::Cmd;
@@ -69,23 +68,23 @@ fn write(
 /// checked.
 pub(crate) fn execute(
     cmd: Cmd,
-    args: &[Bytes],
+    args: &[&[u8]],
     tx: &mut Transaction<'_>,
     cx: &mut TxContext<'_>,
     out: &mut Out<'_>,
 ) -> Result<(), Abort> {
     match cmd {
-        Cmd::Get => match read_live(tx, cx, &args[1])? {
+        Cmd::Get => match read_live(tx, cx, args[1])? {
             Ok(v) => out.bulk_or_nil(v.map(|s| s.data)),
             Err(()) => out.error(WRONG_TYPE),
         },
         Cmd::Set => set(args, tx, cx, out)?,
         Cmd::SetEx | Cmd::PSetEx => {
             let unit = if cmd == Cmd::SetEx { 1000 } else { 1 };
-            match parse_i64(&args[2]) {
+            match parse_i64(args[2]) {
                 Some(n) if n > 0 => match relative_deadline(cx.now_ms, n, unit) {
                     Some(when) => {
-                        write(tx, cx, &args[1], &args[3], Some(when))?;
+                        write(tx, cx, args[1], args[3], Some(when))?;
                         out.ok();
                     }
                     None => out.error(&invalid_expire(cmd)),
@@ -94,27 +93,27 @@ pub(crate) fn execute(
                 None => out.error(NOT_AN_INTEGER),
             }
         }
-        Cmd::GetSet => match read_live(tx, cx, &args[1])? {
+        Cmd::GetSet => match read_live(tx, cx, args[1])? {
             Ok(old) => {
                 let old = old.map(|s| s.data);
-                write(tx, cx, &args[1], &args[2], None)?;
+                write(tx, cx, args[1], args[2], None)?;
                 out.bulk_or_nil(old);
             }
             Err(()) => out.error(WRONG_TYPE),
         },
-        Cmd::GetDel => match read_live(tx, cx, &args[1])? {
+        Cmd::GetDel => match read_live(tx, cx, args[1])? {
             Ok(old) => {
                 if old.is_some() {
-                    cx.keys.delete(tx, &args[1])?;
+                    cx.keys.delete(tx, args[1])?;
                 }
                 out.bulk_or_nil(old.map(|s| s.data));
             }
             Err(()) => out.error(WRONG_TYPE),
         },
-        Cmd::SetNx => match read_live(tx, cx, &args[1])? {
+        Cmd::SetNx => match read_live(tx, cx, args[1])? {
             Ok(Some(_)) | Err(()) => out.int(0),
             Ok(None) => {
-                write(tx, cx, &args[1], &args[2], None)?;
+                write(tx, cx, args[1], args[2], None)?;
                 out.int(1);
             }
         },
@@ -137,7 +136,7 @@ pub(crate) fn execute(
             }
             out.int(present);
         }
-        Cmd::Type => match read_live(tx, cx, &args[1])? {
+        Cmd::Type => match read_live(tx, cx, args[1])? {
             Ok(Some(_)) => out.simple("string"),
             Ok(None) => out.simple("none"),
             Err(()) => out.simple("unknown"),
@@ -158,14 +157,14 @@ pub(crate) fn execute(
             }
             if cmd == Cmd::MSetNx {
                 for pair in args[1..].chunks(2) {
-                    if !matches!(read_live(tx, cx, &pair[0])?, Ok(None)) {
+                    if !matches!(read_live(tx, cx, pair[0])?, Ok(None)) {
                         out.int(0);
                         return Ok(());
                     }
                 }
             }
             for pair in args[1..].chunks(2) {
-                write(tx, cx, &pair[0], &pair[1], None)?;
+                write(tx, cx, pair[0], pair[1], None)?;
             }
             if cmd == Cmd::MSet {
                 out.ok();
@@ -177,11 +176,11 @@ pub(crate) fn execute(
             let delta = match cmd {
                 Cmd::Incr => Some(1),
                 Cmd::Decr => Some(-1),
-                Cmd::IncrBy => parse_i64(&args[2]),
-                _ => parse_i64(&args[2]).and_then(i64::checked_neg),
+                Cmd::IncrBy => parse_i64(args[2]),
+                _ => parse_i64(args[2]).and_then(i64::checked_neg),
             };
             let Some(delta) = delta else {
-                out.error(if cmd == Cmd::DecrBy && parse_i64(&args[2]).is_some() {
+                out.error(if cmd == Cmd::DecrBy && parse_i64(args[2]).is_some() {
                     "ERR decrement would overflow"
                 } else {
                     NOT_AN_INTEGER
@@ -190,26 +189,26 @@ pub(crate) fn execute(
             };
             incr(args, tx, cx, out, delta)?;
         }
-        Cmd::Append => match read_live(tx, cx, &args[1])? {
+        Cmd::Append => match read_live(tx, cx, args[1])? {
             Ok(old) => {
                 let (mut data, expiry) = match old {
                     Some(s) => (s.data.to_vec(), s.expires_at_ms),
                     None => (Vec::new(), None),
                 };
-                data.extend_from_slice(&args[2]);
-                write(tx, cx, &args[1], &data, expiry)?;
+                data.extend_from_slice(args[2]);
+                write(tx, cx, args[1], &data, expiry)?;
                 out.int(data.len() as i64);
             }
             Err(()) => out.error(WRONG_TYPE),
         },
-        Cmd::Strlen => match read_live(tx, cx, &args[1])? {
+        Cmd::Strlen => match read_live(tx, cx, args[1])? {
             Ok(v) => out.int(v.map_or(0, |s| s.data.len() as i64)),
             Err(()) => out.error(WRONG_TYPE),
         },
         Cmd::Expire | Cmd::PExpire | Cmd::ExpireAt | Cmd::PExpireAt => {
             expire(cmd, args, tx, cx, out)?
         }
-        Cmd::Ttl | Cmd::PTtl => match read_live(tx, cx, &args[1])? {
+        Cmd::Ttl | Cmd::PTtl => match read_live(tx, cx, args[1])? {
             Ok(None) => out.int(-2),
             Ok(Some(Stored {
                 expires_at_ms: None,
@@ -228,12 +227,12 @@ pub(crate) fn execute(
                 });
             }
         },
-        Cmd::Persist => match read_live(tx, cx, &args[1])? {
+        Cmd::Persist => match read_live(tx, cx, args[1])? {
             Ok(Some(Stored {
                 data,
                 expires_at_ms: Some(_),
             })) => {
-                write(tx, cx, &args[1], data, None)?;
+                write(tx, cx, args[1], data, None)?;
                 out.int(1);
             }
             _ => out.int(0),
@@ -260,7 +259,7 @@ pub(crate) fn execute(
 }
 
 fn set(
-    args: &[Bytes],
+    args: &[&[u8]],
     tx: &mut Transaction<'_>,
     cx: &mut TxContext<'_>,
     out: &mut Out<'_>,
@@ -286,7 +285,7 @@ fn set(
             b"KEEPTTL" if !has_expiry => keep_ttl = true,
             b"EX" | b"PX" | b"EXAT" | b"PXAT" if !has_expiry && i + 1 < args.len() => {
                 i += 1;
-                let Some(n) = parse_i64(&args[i]) else {
+                let Some(n) = parse_i64(args[i]) else {
                     out.error(NOT_AN_INTEGER);
                     return Ok(());
                 };
@@ -311,7 +310,7 @@ fn set(
         }
         i += 1;
     }
-    let old = match read_live(tx, cx, &args[1])? {
+    let old = match read_live(tx, cx, args[1])? {
         Ok(old) => old,
         Err(()) if !get => None,
         Err(()) => {
@@ -329,7 +328,7 @@ fn set(
             expiry = old.and_then(|s| s.expires_at_ms);
         }
         let old_data = old.map(|s| s.data);
-        write(tx, cx, &args[1], &args[2], expiry)?;
+        write(tx, cx, args[1], args[2], expiry)?;
         if get {
             out.bulk_or_nil(old_data);
         } else {
@@ -344,13 +343,13 @@ fn set(
 }
 
 fn incr(
-    args: &[Bytes],
+    args: &[&[u8]],
     tx: &mut Transaction<'_>,
     cx: &mut TxContext<'_>,
     out: &mut Out<'_>,
     delta: i64,
 ) -> Result<(), Abort> {
-    let (current, expiry) = match read_live(tx, cx, &args[1])? {
+    let (current, expiry) = match read_live(tx, cx, args[1])? {
         Ok(None) => (0, None),
         Ok(Some(s)) => match parse_i64(s.data) {
             Some(n) => (n, s.expires_at_ms),
@@ -369,19 +368,19 @@ fn incr(
         return Ok(());
     };
     let mut digits = itoa::Buffer::new();
-    write(tx, cx, &args[1], digits.format(next).as_bytes(), expiry)?;
+    write(tx, cx, args[1], digits.format(next).as_bytes(), expiry)?;
     out.int(next);
     Ok(())
 }
 
 fn expire(
     cmd: Cmd,
-    args: &[Bytes],
+    args: &[&[u8]],
     tx: &mut Transaction<'_>,
     cx: &mut TxContext<'_>,
     out: &mut Out<'_>,
 ) -> Result<(), Abort> {
-    let Some(n) = parse_i64(&args[2]) else {
+    let Some(n) = parse_i64(args[2]) else {
         out.error(NOT_AN_INTEGER);
         return Ok(());
     };
@@ -424,7 +423,7 @@ fn expire(
         out.error("ERR GT and LT options at the same time are not compatible");
         return Ok(());
     }
-    let Ok(Some(stored)) = read_live(tx, cx, &args[1])? else {
+    let Ok(Some(stored)) = read_live(tx, cx, args[1])? else {
         out.int(0);
         return Ok(());
     };
@@ -436,11 +435,11 @@ fn expire(
     if !allowed {
         out.int(0);
     } else if when <= cx.now_ms {
-        cx.keys.delete(tx, &args[1])?;
+        cx.keys.delete(tx, args[1])?;
         out.int(1);
     } else {
         let data = stored.data;
-        write(tx, cx, &args[1], data, Some(when))?;
+        write(tx, cx, args[1], data, Some(when))?;
         out.int(1);
     }
     Ok(())

@@ -14,7 +14,8 @@
 //!   connection answers it and closes. Nothing here panics on any input
 //!   (a proptest and a cargo-fuzz target check that).
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
+use smallvec::SmallVec;
 
 /// Bounds on what one request may declare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,8 +60,35 @@ impl ProtocolError {
     }
 }
 
-/// The arguments of one request; the first is the command name.
-pub type Args = Vec<Bytes>;
+/// The arguments of one request, the first the command name, borrowed
+/// from the connection's read buffer (see [`Request::args`]): no
+/// allocation and no reference count per argument on the common path.
+pub type Args<'a> = SmallVec<[&'a [u8]; 8]>;
+
+/// Spans a [`Request`] keeps between requests; more are freed.
+const SPANS_KEPT_MAX: usize = 1024;
+
+/// Where the last parsed request's arguments lie. Reused from request to
+/// request, so parsing allocates only when a request has more arguments
+/// than any before it on the connection.
+#[derive(Debug, Default)]
+pub struct Request {
+    spans: Vec<Span>,
+}
+
+impl Request {
+    /// The arguments, read from `buf`, the buffer [`Parser::next`] just
+    /// parsed this request from (and has not been changed since).
+    pub fn args<'a>(&'a self, buf: &'a [u8]) -> Args<'a> {
+        self.spans
+            .iter()
+            .map(|span| match span {
+                Span::Range(start, end) => &buf[*start..*end],
+                Span::Owned(bytes) => bytes.as_slice(),
+            })
+            .collect()
+    }
+}
 
 /// An incremental request parser over a connection's read buffer.
 #[derive(Debug, Default)]
@@ -69,63 +97,76 @@ pub struct Parser {
     /// large bulk arrive in many reads without re-parsing its header each
     /// time.
     needed_bytes: usize,
+    /// Length of the request handed out last, still at the front of the
+    /// buffer; the next call removes it.
+    handed_out: usize,
 }
 
 impl Parser {
-    /// Takes the next complete request out of `buf`. `Ok(None)` means more
-    /// bytes are needed (`buf` is left as is); an empty request (a blank
-    /// inline line) is skipped.
+    /// Parses the next complete request at the front of `buf` into
+    /// `request` and returns `true`; `false` means more bytes are needed.
+    /// The request stays at the front of `buf` until the next call, which
+    /// removes it first, so its arguments ([`Request::args`]) borrow `buf`
+    /// instead of being copied or reference-counted. An empty request (a
+    /// blank inline line) is skipped.
     pub fn next(
         &mut self,
         buf: &mut BytesMut,
         limits: &Limits,
-    ) -> Result<Option<Args>, ProtocolError> {
+        request: &mut Request,
+    ) -> Result<bool, ProtocolError> {
+        buf.advance(std::mem::take(&mut self.handed_out));
         loop {
             if buf.is_empty() || buf.len() < self.needed_bytes {
-                return Ok(None);
+                return Ok(false);
             }
+            if request.spans.capacity() > SPANS_KEPT_MAX {
+                // One huge request must not pin its spans for the life of
+                // the connection.
+                request.spans = Vec::new();
+            }
+            request.spans.clear();
             let parsed = if buf[0] == b'*' {
-                parse_multibulk(buf, limits)?
+                parse_multibulk(buf, limits, &mut request.spans)?
             } else {
-                parse_inline(buf, limits)?
+                parse_inline(buf, limits, &mut request.spans)?
             };
             match parsed {
                 Parsed::Incomplete { needed_bytes } => {
                     self.needed_bytes = needed_bytes;
-                    return Ok(None);
+                    return Ok(false);
                 }
-                Parsed::Complete { consumed, spans } => {
+                Parsed::Complete { consumed } => {
                     self.needed_bytes = 0;
-                    let frame = buf.split_to(consumed).freeze();
-                    if spans.is_empty() {
+                    if request.spans.is_empty() {
+                        buf.advance(consumed);
                         continue;
                     }
-                    return Ok(Some(
-                        spans.into_iter().map(|s| span_bytes(&frame, s)).collect(),
-                    ));
+                    self.handed_out = consumed;
+                    return Ok(true);
                 }
             }
         }
     }
 }
 
-/// Where an argument lies in the frame, or an owned argument (an inline
+/// Where an argument lies in the buffer, or an owned argument (an inline
 /// argument with escapes).
+#[derive(Debug)]
 enum Span {
     Range(usize, usize),
     Owned(Vec<u8>),
 }
 
-fn span_bytes(frame: &Bytes, span: Span) -> Bytes {
-    match span {
-        Span::Range(start, end) => frame.slice(start..end),
-        Span::Owned(bytes) => Bytes::from(bytes),
-    }
-}
-
 enum Parsed {
-    Incomplete { needed_bytes: usize },
-    Complete { consumed: usize, spans: Vec<Span> },
+    Incomplete {
+        needed_bytes: usize,
+    },
+    /// The request is `consumed` bytes long; its arguments are in the
+    /// spans the parser was given.
+    Complete {
+        consumed: usize,
+    },
 }
 
 /// Finds `\r\n` at or after `from`; returns the index of `\r`.
@@ -170,7 +211,11 @@ pub fn parse_i64(text: &[u8]) -> Option<i64> {
     Some(value)
 }
 
-fn parse_multibulk(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+fn parse_multibulk(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Vec<Span>,
+) -> Result<Parsed, ProtocolError> {
     let Some(cr) = find_crlf(buf, 1) else {
         if buf.len() > limits.inline_bytes_max {
             return Err(ProtocolError::new("too big mbulk count string"));
@@ -186,16 +231,11 @@ fn parse_multibulk(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError>
     }
     let mut at = cr + 2;
     if count <= 0 {
-        return Ok(Parsed::Complete {
-            consumed: at,
-            spans: Vec::new(),
-        });
+        return Ok(Parsed::Complete { consumed: at });
     }
-    let count = count as usize;
-    // Never reserve for the declared count beyond what could have arrived:
-    // each argument takes at least four bytes (`$0\r\n` without payload).
-    let mut spans = Vec::with_capacity(count.min(buf.len() / 4 + 1));
-    for _ in 0..count {
+    // Nothing is reserved for the declared count: the spans grow only with
+    // arguments that have arrived.
+    for _ in 0..count as usize {
         match buf.get(at) {
             None => {
                 return Ok(Parsed::Incomplete {
@@ -236,13 +276,14 @@ fn parse_multibulk(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError>
         spans.push(Span::Range(start, end));
         at = end + 2;
     }
-    Ok(Parsed::Complete {
-        consumed: at,
-        spans,
-    })
+    Ok(Parsed::Complete { consumed: at })
 }
 
-fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+fn parse_inline(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Vec<Span>,
+) -> Result<Parsed, ProtocolError> {
     let Some(newline) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > limits.inline_bytes_max {
             return Err(ProtocolError::new("too big inline request"));
@@ -263,9 +304,9 @@ fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
     if args.len() > limits.args_max {
         return Err(ProtocolError::new("invalid multibulk length"));
     }
+    spans.extend(args.into_iter().map(Span::Owned));
     Ok(Parsed::Complete {
         consumed: newline + 1,
-        spans: args.into_iter().map(Span::Owned).collect(),
     })
 }
 
@@ -469,19 +510,21 @@ pub fn exercise_parser(data: &[u8]) {
     let chunk = usize::from(first).max(1);
     for limits in [Limits::UNAUTHENTICATED, Limits::authenticated(512 << 20)] {
         let mut parser = Parser::default();
+        let mut request = Request::default();
         let mut buf = BytesMut::new();
         let mut arrived = 0usize;
         'reads: for piece in rest.chunks(chunk) {
             buf.extend_from_slice(piece);
             arrived += piece.len();
             loop {
-                match parser.next(&mut buf, &limits) {
-                    Ok(Some(args)) => {
+                match parser.next(&mut buf, &limits, &mut request) {
+                    Ok(true) => {
+                        let args = request.args(&buf);
                         assert!(!args.is_empty());
-                        let total: usize = args.iter().map(Bytes::len).sum();
+                        let total: usize = args.iter().map(|a| a.len()).sum();
                         assert!(total <= arrived, "arguments longer than the input");
                     }
-                    Ok(None) => break,
+                    Ok(false) => break,
                     Err(e) => {
                         assert!(e.0.starts_with("ERR Protocol error: "));
                         break 'reads;
@@ -504,10 +547,11 @@ mod tests {
 
     fn parse_all(input: &[u8], limits: &Limits) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
         let mut parser = Parser::default();
+        let mut request = Request::default();
         let mut buf = BytesMut::from(input);
         let mut out = Vec::new();
-        while let Some(args) = parser.next(&mut buf, limits)? {
-            out.push(args.iter().map(|a| a.to_vec()).collect());
+        while parser.next(&mut buf, limits, &mut request)? {
+            out.push(request.args(&buf).iter().map(|a| a.to_vec()).collect());
         }
         Ok(out)
     }
@@ -545,11 +589,16 @@ mod tests {
         let input: &[u8] = b"*3\r\n$3\r\nSET\r\n$5\r\nhello\r\n$0\r\n\r\n";
         for cut in 0..input.len() {
             let mut parser = Parser::default();
+            let mut request = Request::default();
             let mut buf = BytesMut::from(&input[..cut]);
-            assert_eq!(parser.next(&mut buf, &BIG).unwrap(), None, "cut at {cut}");
+            assert!(
+                !parser.next(&mut buf, &BIG, &mut request).unwrap(),
+                "cut at {cut}"
+            );
             buf.extend_from_slice(&input[cut..]);
-            let args = parser.next(&mut buf, &BIG).unwrap().unwrap();
-            assert_eq!(args, vec![&b"SET"[..], b"hello", b""]);
+            assert!(parser.next(&mut buf, &BIG, &mut request).unwrap());
+            assert_eq!(request.args(&buf).as_slice(), [&b"SET"[..], b"hello", b""]);
+            assert!(!parser.next(&mut buf, &BIG, &mut request).unwrap());
             assert!(buf.is_empty());
         }
     }
@@ -558,7 +607,8 @@ mod tests {
     fn declared_lengths_allocate_nothing_until_bytes_arrive() {
         let mut parser = Parser::default();
         let mut buf = BytesMut::from(&b"*1\r\n$536870912\r\nabc"[..]);
-        assert_eq!(parser.next(&mut buf, &BIG).unwrap(), None);
+        let mut request = Request::default();
+        assert!(!parser.next(&mut buf, &BIG, &mut request).unwrap());
         assert!(buf.capacity() < 4096, "capacity {}", buf.capacity());
         assert_eq!(parser.needed_bytes, 16 + 536870912 + 2);
     }

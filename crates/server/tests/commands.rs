@@ -32,6 +32,48 @@ fn pipelined_replies_come_back_in_request_order() {
     assert_eq!(c.run("DBSIZE"), Reply::Int(500));
 }
 
+/// Arguments borrow the connection's read buffer until the next request
+/// is parsed; what MULTI queues must outlive that, across reads that
+/// reuse the buffer. The blocks below arrive in pieces that cut requests
+/// at odd places, with inline requests mixed in.
+#[test]
+fn queued_commands_keep_their_arguments_across_reads() {
+    let server = start(in_memory());
+    let mut c = Client::connect(server.local_addr());
+    let mut wire = Vec::new();
+    for block in 0..40 {
+        wire.extend_from_slice(b"MULTI\r\n");
+        for i in 0..10 {
+            let (key, value) = (format!("b{block}k{i}"), format!("{:0>300}", block * 10 + i));
+            wire.extend_from_slice(
+                format!(
+                    "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
+                    key.len(),
+                    value.len()
+                )
+                .as_bytes(),
+            );
+        }
+        wire.extend_from_slice(b"EXEC\r\n");
+    }
+    for piece in wire.chunks(777) {
+        c.send_raw(piece).unwrap();
+    }
+    for _ in 0..40 {
+        assert_eq!(c.read().unwrap(), Reply::ok());
+        for _ in 0..10 {
+            assert_eq!(c.read().unwrap(), Reply::Simple("QUEUED".into()));
+        }
+        assert_eq!(c.read().unwrap(), Reply::Array(Some(vec![Reply::ok(); 10])));
+    }
+    for block in 0..40 {
+        for i in 0..10 {
+            let value = format!("{:0>300}", block * 10 + i);
+            assert_eq!(c.run(&format!("GET b{block}k{i}")), bulk(&value));
+        }
+    }
+}
+
 #[test]
 fn strings_counters_and_expiry_answer_like_redis() {
     let server = start(in_memory());
