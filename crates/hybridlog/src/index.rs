@@ -152,7 +152,8 @@ impl Entry<'_> {
     }
 }
 
-/// Buckets in their own mapping on transparent huge pages: the index is
+/// Buckets in their own mapping, on transparent huge pages unless
+/// `Config::huge_pages` is off: the index is
 /// probed at random across all of it, so with 4 KiB pages nearly every
 /// probe of a large index also misses the TLB, and building it (open,
 /// recovery) faults in every page (BENCHMARKS.md, "Huge pages for the
