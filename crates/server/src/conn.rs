@@ -113,14 +113,18 @@ pub(crate) async fn serve_connection(state: &Arc<State>, stream: TcpStream, peer
             input_open = false;
         }
         if input_open {
-            let limits = if client.authenticated {
-                Limits::authenticated(state.settings.read().proto_max_bulk_len)
-            } else {
-                Limits::UNAUTHENTICATED
+            let (limits, ack) = {
+                let settings = state.settings.read();
+                let limits = if client.authenticated {
+                    Limits::authenticated(settings.proto_max_bulk_len)
+                } else {
+                    Limits::UNAUTHENTICATED
+                };
+                (limits, settings.ack)
             };
             let mut turn = Turn {
                 now_ms: value::now_ms(),
-                ack: state.settings.read().ack,
+                ack,
             };
             let mut commands = 0u64;
             loop {
