@@ -37,6 +37,7 @@ use epochdb_storage::{blocks, encode_block, FrameError, Storage};
 use crate::chunk_writer::{ChunkWriter, WRITE_CHUNK_BYTES};
 use crate::error::{Error, Result};
 use crate::index::Index;
+use epochdb_storage::DirectVec;
 
 /// Magic of checkpoint metadata ("HLCM").
 const META_MAGIC: u32 = 0x4d43_4c48;
@@ -445,7 +446,7 @@ pub(crate) fn write_index(
     let mut block_words = 0;
     let mut words = 0u64;
     let mut failed = None;
-    let seal = |buf: &mut Vec<u8>, start: usize| {
+    let seal = |buf: &mut DirectVec, start: usize| {
         epochdb_storage::seal_block(
             &mut buf[start..],
             INDEX_MAGIC,
@@ -473,8 +474,7 @@ pub(crate) fn write_index(
             seal(&mut buf, block_start);
             block_words = 0;
             if buf.len() >= INDEX_WRITE_CHUNK_BYTES {
-                let next = out.buffer();
-                if let Err(e) = out.send(std::mem::replace(&mut buf, next)) {
+                if let Err(e) = out.send(&mut buf) {
                     failed = Some(e);
                 }
             }
@@ -486,8 +486,7 @@ pub(crate) fn write_index(
     if block_words > 0 {
         seal(&mut buf, block_start);
     }
-    out.send(buf)?;
-    let file = out.finish()?;
+    let file = out.finish(buf)?;
     file.write_at(0, &index_header_block(index.len(), overflow))?;
     file.sync()?;
     drop(file);
@@ -513,7 +512,7 @@ pub(crate) struct SnapshotWriter<'s> {
     version: u32,
     tmp: std::path::PathBuf,
     out: ChunkWriter,
-    buf: Vec<u8>,
+    buf: DirectVec,
     /// Bytes of the file so far (including `buf`).
     pub(crate) written: u64,
 }
@@ -546,14 +545,16 @@ impl<'s> SnapshotWriter<'s> {
         for x in [u64::from(version), u64::from(page_bits), start, end] {
             header.extend_from_slice(&x.to_le_bytes());
         }
-        let mut buf = Vec::with_capacity(SNAP_BUFFER_BYTES);
+        let mut header_block = Vec::with_capacity(64);
         encode_block(
-            &mut buf,
+            &mut header_block,
             SNAP_MAGIC,
             FORMAT_VERSION,
             KIND_SNAP_HEADER,
             &header,
         );
+        let mut buf = DirectVec::with_capacity(SNAP_BUFFER_BYTES);
+        buf.extend_from_slice(&header_block);
         let written = buf.len() as u64;
         Ok(SnapshotWriter {
             storage,
@@ -573,7 +574,7 @@ impl<'s> SnapshotWriter<'s> {
         &mut self,
         address: u64,
         bytes: u64,
-        fill: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+        fill: impl FnOnce(&mut DirectVec) -> Result<()>,
     ) -> Result<u64> {
         debug_assert!(bytes <= PIECE_BYTES_MAX);
         let offset = self.written;
@@ -600,18 +601,15 @@ impl<'s> SnapshotWriter<'s> {
         Ok(offset)
     }
 
-    /// Sends the gathered bytes to the writer thread.
+    /// Sends the gathered bytes to the writer threads.
     fn hand_over(&mut self) -> Result<()> {
-        let next = self.out.buffer();
-        let full = std::mem::replace(&mut self.buf, next);
-        self.out.send(full)
+        self.out.send(&mut self.buf)
     }
 
     /// Writes what is left, syncs the file, renames it to its final name
     /// and syncs the directory. Returns the file's size.
-    pub(crate) fn finish(mut self) -> Result<u64> {
-        self.hand_over()?;
-        let file = self.out.finish()?;
+    pub(crate) fn finish(self) -> Result<u64> {
+        let file = self.out.finish(self.buf)?;
         file.sync()?;
         drop(file);
         self.storage

@@ -1,40 +1,69 @@
-//! A file written by a second thread in large chunks, so that the disk
+//! A file written by background threads in large chunks, so that the disk
 //! writes chunk k while the caller fills chunk k+1 (snapshot files and
-//! index checkpoints: copying and checksumming overlap writing). The writer
-//! syncs every [`SYNC_BYTES`], so the final sync, after the last chunk,
-//! has little left to do; a single sync at the end would leave the disk
-//! idle until then.
+//! index checkpoints: copying and checksumming overlap writing).
+//!
+//! **Direct writes without a staging copy.** The caller fills
+//! [`DirectVec`]s, whose bytes start at an aligned address. On each
+//! [`ChunkWriter::send`] the whole [`DIRECT_ALIGN`] blocks of the chunk go
+//! to a writer thread as they are, and the bytes of its last partial block
+//! (under 4 KiB) are moved to the front of the caller's next buffer, so the
+//! next chunk starts at an aligned file offset too. Only the bytes before
+//! the first aligned offset of the file and after the last one go through
+//! the page cache. Two writer threads keep two writes in flight (the disk
+//! here writes 10–20% faster so than one at a time; BENCHMARKS.md,
+//! "Checkpoint writes without a copy").
+//!
+//! Written through the page cache instead, one writer syncs every
+//! [`SYNC_BYTES`], so that the final sync has little left to do.
+
+use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
-use epochdb_storage::{DirectBuffer, StorageFile, DIRECT_ALIGN};
+use epochdb_storage::{DirectVec, StorageError, StorageFile, DIRECT_ALIGN};
+use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 
 /// Bytes gathered before one write (sequential writes of this size run at
 /// the disk's speed).
 pub(crate) const WRITE_CHUNK_BYTES: usize = 8 << 20;
-/// Bytes written between two syncs of a file being written.
+/// Bytes written between two syncs of a file written through the page cache.
 pub(crate) const SYNC_BYTES: u64 = 32 << 20;
+/// Writer threads, hence writes in flight, for direct writes.
+const DIRECT_WRITERS: usize = 2;
 
-/// The writer thread and the buffers going to and coming back from it.
-/// At most one chunk waits while one is written. Any error of the writer
-/// is returned by the next [`ChunkWriter::send`] or by
-/// [`ChunkWriter::finish`]. Dropped unfinished, the writer writes what it
-/// was sent and ends.
+/// One write for a writer thread.
+struct Job {
+    at: u64,
+    bytes: DirectVec,
+    /// Aligned at both ends: written past the page cache.
+    direct: bool,
+}
+
+/// The writer threads and the buffers going to and coming back from them.
+/// Any error of a writer is returned by the next [`ChunkWriter::send`] or
+/// by [`ChunkWriter::finish`]. Dropped unfinished, the writers write what
+/// they were sent and end.
 pub(crate) struct ChunkWriter {
-    to_writer: Option<Sender<Vec<u8>>>,
-    spare: Receiver<Vec<u8>>,
-    writer: Option<std::thread::JoinHandle<Result<Box<dyn StorageFile>>>>,
+    to_writers: Option<Sender<Job>>,
+    spare: Receiver<DirectVec>,
+    writers: Vec<std::thread::JoinHandle<()>>,
+    /// Until [`ChunkWriter::finish`] hands it back.
+    file: Option<Arc<Box<dyn StorageFile>>>,
+    /// The first error of any writer.
+    error: Arc<Mutex<Option<StorageError>>>,
+    /// The file offset of the next byte sent.
+    at: u64,
     capacity: usize,
+    direct: bool,
 }
 
 impl ChunkWriter {
-    /// Starts a thread named `name` that writes the chunks it is sent to
+    /// Starts threads named `name` that write the chunks they are sent to
     /// `file`, one after the other from offset `at`. New buffers are made
-    /// with `capacity` bytes.
-    /// With `direct`, the writes go past the page cache
-    /// ([`StorageFile::write_direct_at`]) through an aligned staging buffer
-    /// (see [`DirectStage`]); the file's bytes are the same either way.
+    /// with `capacity` bytes. With `direct`, whole blocks go past the page
+    /// cache ([`StorageFile::write_direct_at`]); the file's bytes are the
+    /// same either way.
     pub(crate) fn start(
         file: Box<dyn StorageFile>,
         at: u64,
@@ -42,165 +71,151 @@ impl ChunkWriter {
         capacity: usize,
         direct: bool,
     ) -> Self {
-        let (to_writer, from_caller) = crossbeam_channel::bounded::<Vec<u8>>(1);
-        let (to_spare, spare) = crossbeam_channel::bounded::<Vec<u8>>(2);
-        let writer = std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || -> Result<Box<dyn StorageFile>> {
-                let mut at = at;
-                let mut unsynced = 0u64;
-                let mut stage = direct.then(|| DirectStage::new(at));
-                for mut chunk in from_caller {
-                    match &mut stage {
-                        Some(stage) => stage.write(file.as_ref(), &chunk)?,
-                        None => file.write_at(at, &chunk)?,
-                    }
-                    at += chunk.len() as u64;
-                    unsynced += chunk.len() as u64;
-                    if unsynced >= SYNC_BYTES {
-                        file.sync()?;
-                        unsynced = 0;
-                    }
-                    chunk.clear();
-                    let _ = to_spare.try_send(chunk);
-                }
-                if let Some(stage) = stage {
-                    stage.finish(file.as_ref())?;
-                }
-                Ok(file)
+        let writers = if direct { DIRECT_WRITERS } else { 1 };
+        let (to_writers, jobs) = crossbeam_channel::bounded::<Job>(writers);
+        let (to_spare, spare) = crossbeam_channel::bounded::<DirectVec>(2 * writers + 1);
+        let file = Arc::new(file);
+        let error = Arc::new(Mutex::new(None));
+        let writers = (0..writers)
+            .map(|_| {
+                let (jobs, to_spare, file, error) =
+                    (jobs.clone(), to_spare.clone(), file.clone(), error.clone());
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn(move || write_jobs(&jobs, &to_spare, file.as_ref().as_ref(), &error))
+                    .expect("spawn a chunk writer")
             })
-            .expect("spawn a chunk writer");
+            .collect();
         ChunkWriter {
-            to_writer: Some(to_writer),
+            to_writers: Some(to_writers),
             spare,
-            writer: Some(writer),
+            writers,
+            file: Some(file),
+            error,
+            at,
             capacity,
+            direct,
         }
     }
 
-    /// An empty buffer: one the writer is done with, or a new one.
-    pub(crate) fn buffer(&self) -> Vec<u8> {
+    /// An empty buffer: one a writer is done with, or a new one.
+    pub(crate) fn buffer(&self) -> DirectVec {
         self.spare
             .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(self.capacity))
+            .unwrap_or_else(|_| DirectVec::with_capacity(self.capacity))
     }
 
-    /// Hands `chunk` to the writer (waiting while one chunk already waits).
-    pub(crate) fn send(&mut self, chunk: Vec<u8>) -> Result<()> {
-        if chunk.is_empty() {
+    /// Hands what `buf` holds to the writers (waiting while every writer is
+    /// busy and one chunk per writer waits) and leaves in `buf` the buffer
+    /// to fill next: empty, or, for direct writes, starting with the bytes
+    /// of the chunk's last partial block, which are written with the next
+    /// chunk.
+    pub(crate) fn send(&mut self, buf: &mut DirectVec) -> Result<()> {
+        let next = self.buffer();
+        let mut chunk = std::mem::replace(buf, next);
+        if !self.direct {
+            return self.submit(chunk, false);
+        }
+        let align = DIRECT_ALIGN as u64;
+        if !self.at.is_multiple_of(align) {
+            // The file's first bytes, up to its first aligned offset.
+            let head = ((self.at.next_multiple_of(align) - self.at) as usize).min(chunk.len());
+            let mut first = self.buffer();
+            first.clear();
+            first.extend_from_slice(&chunk[..head]);
+            self.submit(first, false)?;
+            chunk.copy_within(head.., 0);
+            chunk.truncate(chunk.len() - head);
+        }
+        let whole = chunk.len() / DIRECT_ALIGN * DIRECT_ALIGN;
+        buf.extend_from_slice(&chunk[whole..]);
+        chunk.truncate(whole);
+        self.submit(chunk, true)
+    }
+
+    fn submit(&mut self, bytes: DirectVec, direct: bool) -> Result<()> {
+        if bytes.is_empty() {
             return Ok(());
         }
+        if let Some(e) = self.error.lock().take() {
+            // Reported once; the file's latch fails every later call.
+            return Err(e.into());
+        }
+        let at = self.at;
+        self.at += bytes.len() as u64;
         let sent = self
-            .to_writer
+            .to_writers
             .as_ref()
-            .expect("the writer runs until finish")
-            .send(chunk);
+            .expect("the writers run until finish")
+            .send(Job { at, bytes, direct });
         if sent.is_err() {
-            // The writer stopped: it failed. Its error is the answer.
+            // Every writer stopped: one failed. Its error is the answer.
             self.join()?;
-            return Err(Error::Failed("a chunk writer stopped".into()));
+            return Err(Error::Failed("the chunk writers stopped".into()));
         }
         Ok(())
     }
 
-    /// Ends the writer thread; returns the file once everything sent is
-    /// written (not synced since the last [`SYNC_BYTES`]).
-    pub(crate) fn finish(mut self) -> Result<Box<dyn StorageFile>> {
-        self.join()
+    /// Writes what `last` holds (its bytes past the last whole block
+    /// through the page cache), ends the writers and returns the file once
+    /// everything sent is written (not synced, unless by the writers along
+    /// the way).
+    pub(crate) fn finish(mut self, mut last: DirectVec) -> Result<Box<dyn StorageFile>> {
+        self.send(&mut last)?;
+        self.submit(last, false)?;
+        self.join()?;
+        let file = self.file.take().expect("finished once");
+        Ok(Arc::try_unwrap(file).expect("the writers have ended"))
     }
 
-    fn join(&mut self) -> Result<Box<dyn StorageFile>> {
-        self.to_writer = None;
-        match self.writer.take().expect("joined once").join() {
-            Ok(result) => result,
-            Err(_) => Err(Error::Failed("a chunk writer panicked".into())),
-        }
-    }
-}
-
-/// Bytes staged for one direct write.
-const STAGE_BYTES: usize = 8 << 20;
-
-/// Turns a stream of chunks of any length, written from any offset, into
-/// [`DIRECT_ALIGN`]-aligned direct writes: the bytes before the first
-/// aligned offset are written through the page cache, then whole aligned
-/// blocks are staged in an aligned buffer and written directly, and the
-/// unaligned rest (under one block) is written through the page cache at
-/// the end. So the file holds exactly the bytes sent, no padding.
-pub(crate) struct DirectStage {
-    buffer: DirectBuffer,
-    /// Bytes in `buffer`, which starts at file offset `at` (aligned) —
-    /// before that, `head` bytes still go to an unaligned start.
-    filled: usize,
-    at: u64,
-    /// Unaligned start: the file offset and how many bytes it still wants.
-    head: (u64, usize),
-}
-
-impl DirectStage {
-    pub(crate) fn new(at: u64) -> Self {
-        let aligned = at.next_multiple_of(DIRECT_ALIGN as u64);
-        DirectStage {
-            buffer: DirectBuffer::zeroed(STAGE_BYTES),
-            filled: 0,
-            at: aligned,
-            head: (at, (aligned - at) as usize),
-        }
-    }
-
-    pub(crate) fn write(
-        &mut self,
-        file: &dyn StorageFile,
-        mut data: &[u8],
-    ) -> std::result::Result<(), epochdb_storage::StorageError> {
-        if self.head.1 > 0 {
-            let take = self.head.1.min(data.len());
-            file.write_at(self.head.0, &data[..take])?;
-            self.head = (self.head.0 + take as u64, self.head.1 - take);
-            data = &data[take..];
-        }
-        while !data.is_empty() {
-            let take = (STAGE_BYTES - self.filled).min(data.len());
-            self.buffer.as_mut_slice()[self.filled..self.filled + take]
-                .copy_from_slice(&data[..take]);
-            self.filled += take;
-            data = &data[take..];
-            if self.filled == STAGE_BYTES {
-                self.flush_whole_blocks(file)?;
+    fn join(&mut self) -> Result<()> {
+        self.to_writers = None;
+        for writer in self.writers.drain(..) {
+            if writer.join().is_err() {
+                return Err(Error::Failed("a chunk writer panicked".into()));
             }
         }
-        Ok(())
-    }
-
-    /// Writes the staged whole blocks directly and moves the rest to the
-    /// buffer's start.
-    fn flush_whole_blocks(
-        &mut self,
-        file: &dyn StorageFile,
-    ) -> std::result::Result<(), epochdb_storage::StorageError> {
-        let whole = self.filled / DIRECT_ALIGN * DIRECT_ALIGN;
-        if whole > 0 {
-            file.write_direct_at(self.at, &self.buffer.as_slice()[..whole])?;
-            self.buffer
-                .as_mut_slice()
-                .copy_within(whole..self.filled, 0);
-            self.filled -= whole;
-            self.at += whole as u64;
+        match self.error.lock().take() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
         }
-        Ok(())
     }
+}
 
-    /// Writes everything still staged: whole blocks directly, the rest
-    /// through the page cache.
-    pub(crate) fn finish(
-        mut self,
-        file: &dyn StorageFile,
-    ) -> std::result::Result<(), epochdb_storage::StorageError> {
-        self.flush_whole_blocks(file)?;
-        if self.filled > 0 {
-            file.write_at(self.at, &self.buffer.as_slice()[..self.filled])?;
+impl Drop for ChunkWriter {
+    fn drop(&mut self) {
+        let _ = self.join();
+    }
+}
+
+/// A writer thread: writes each job, returns its buffer; stops at the first
+/// error (recorded for the caller) or once the caller hung up.
+fn write_jobs(
+    jobs: &Receiver<Job>,
+    spare: &Sender<DirectVec>,
+    file: &dyn StorageFile,
+    error: &Mutex<Option<StorageError>>,
+) {
+    let mut unsynced = 0u64;
+    for mut job in jobs {
+        let written = if job.direct {
+            file.write_direct_at(job.at, &job.bytes)
+        } else {
+            file.write_at(job.at, &job.bytes).and_then(|()| {
+                unsynced += job.bytes.len() as u64;
+                if unsynced < SYNC_BYTES {
+                    return Ok(());
+                }
+                unsynced = 0;
+                file.sync()
+            })
+        };
+        if let Err(e) = written {
+            error.lock().get_or_insert(e);
+            return;
         }
-        Ok(())
+        job.bytes.clear();
+        let _ = spare.try_send(job.bytes);
     }
 }
 
@@ -210,31 +225,42 @@ mod tests {
     use epochdb_storage::{SimStorage, Storage};
     use std::path::Path;
 
-    /// Whatever the start offset and chunking, the file holds exactly the
-    /// bytes sent (the simulated disk refuses a misaligned direct write).
+    /// Whatever the start offset and chunking, direct or not, the file holds
+    /// exactly the bytes sent (the simulated disk refuses a misaligned
+    /// direct write, so the carried partial blocks are checked too).
     #[test]
-    fn direct_stage_writes_exactly_the_stream() {
+    fn chunk_writer_writes_exactly_the_stream() {
         let disk = SimStorage::new(3);
-        for (i, (at, sizes)) in [
+        let cases = [
             (0u64, vec![10usize, 4086, 4096, 1]),
             (100, vec![5000, 3 << 20, 7, 9 << 20]),
-            (4096, vec![STAGE_BYTES, STAGE_BYTES + 3]),
+            (4096, vec![WRITE_CHUNK_BYTES, WRITE_CHUNK_BYTES + 3]),
             (4095, vec![1, 1, 1]),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let path = Path::new("/").join(format!("f{i}"));
-            let file = disk.create(&path).unwrap();
-            let mut stage = DirectStage::new(at);
-            let mut expected = vec![0u8; at as usize];
-            for (j, size) in sizes.into_iter().enumerate() {
-                let chunk: Vec<u8> = (0..size).map(|b| (b * 7 + j) as u8).collect();
-                stage.write(file.as_ref(), &chunk).unwrap();
-                expected.extend_from_slice(&chunk);
+            (32, vec![]),
+        ];
+        for direct in [true, false] {
+            for (i, (at, sizes)) in cases.iter().enumerate() {
+                let path = Path::new("/").join(format!("f{i}-{direct}"));
+                let file = disk.create(&path).unwrap();
+                let mut out = ChunkWriter::start(file, *at, "test-writer", 1 << 20, direct);
+                let mut buf = out.buffer();
+                let mut expected = vec![0u8; *at as usize];
+                for (j, &size) in sizes.iter().enumerate() {
+                    let chunk: Vec<u8> = (0..size).map(|b| (b * 7 + j) as u8).collect();
+                    buf.extend_from_slice(&chunk);
+                    expected.extend_from_slice(&chunk);
+                    out.send(&mut buf).unwrap();
+                }
+                buf.extend_from_slice(b"the end");
+                expected.extend_from_slice(b"the end");
+                let file = out.finish(buf).unwrap();
+                file.sync().unwrap();
+                assert_eq!(
+                    disk.read(&path).unwrap(),
+                    expected,
+                    "case {i}, direct {direct}"
+                );
             }
-            stage.finish(file.as_ref()).unwrap();
-            assert_eq!(disk.read(&path).unwrap(), expected, "case {i}");
         }
     }
 }

@@ -3,6 +3,7 @@
 //! any length become aligned direct writes.
 
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 
 use crate::error::Result;
 use crate::seam::StorageFile;
@@ -15,10 +16,26 @@ pub const DIRECT_ALIGN: usize = 4096;
 /// `InvalidInput` unless `offset`, `data.len()` and `data`'s address are
 /// multiples of [`DIRECT_ALIGN`].
 pub(crate) fn check_direct(path: &Path, offset: u64, data: &[u8]) -> Result<()> {
+    check_direct_parts(path, offset, data.len(), data.as_ptr() as usize)
+}
+
+/// [`check_direct`] for [`StorageFile::write_words_direct_at`]'s words.
+///
+/// [`StorageFile::write_words_direct_at`]: crate::StorageFile::write_words_direct_at
+pub(crate) fn check_direct_words(path: &Path, offset: u64, words: &[AtomicU64]) -> Result<()> {
+    check_direct_parts(
+        path,
+        offset,
+        std::mem::size_of_val(words),
+        words.as_ptr() as usize,
+    )
+}
+
+fn check_direct_parts(path: &Path, offset: u64, len: usize, address: usize) -> Result<()> {
     let align = DIRECT_ALIGN as u64;
-    let address = data.as_ptr() as usize as u64;
+    let address = address as u64;
     if offset.is_multiple_of(align)
-        && (data.len() as u64).is_multiple_of(align)
+        && (len as u64).is_multiple_of(align)
         && address.is_multiple_of(align)
     {
         return Ok(());
@@ -29,9 +46,8 @@ pub(crate) fn check_direct(path: &Path, offset: u64, data: &[u8]) -> Result<()> 
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!(
-                "a direct write needs offset {offset}, length {} and address {address:#x} \
-                 aligned to {align}",
-                data.len()
+                "a direct write needs offset {offset}, length {len} and address {address:#x} \
+                 aligned to {align}"
             ),
         ),
     ))
@@ -72,6 +88,87 @@ impl DirectBuffer {
 
     /// The bytes (aligned), to fill.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.start..self.start + self.len]
+    }
+}
+
+/// A growable byte vector whose contents start at a [`DIRECT_ALIGN`]-aligned
+/// address, so that a producer can fill it with the bytes of a file and
+/// hand it to [`StorageFile::write_direct_at`] without copying it into a
+/// [`DirectBuffer`] first. Safe code, like `DirectBuffer`: a `Vec` one
+/// alignment larger than the capacity, used from its aligned offset;
+/// growing past the capacity moves the bytes to a new, aligned vector.
+#[derive(Debug, Default)]
+pub struct DirectVec {
+    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl DirectVec {
+    /// An empty vector with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize) -> Self {
+        let bytes = vec![0u8; capacity + DIRECT_ALIGN];
+        let start = bytes.as_ptr().align_offset(DIRECT_ALIGN);
+        DirectVec {
+            bytes,
+            start,
+            len: 0,
+        }
+    }
+
+    /// How many bytes it holds without growing.
+    pub fn capacity(&self) -> usize {
+        self.bytes.len().saturating_sub(self.start)
+    }
+
+    /// Makes room for `extra` more bytes.
+    pub fn reserve(&mut self, extra: usize) {
+        let need = self.len + extra;
+        if need > self.capacity() {
+            let mut grown = DirectVec::with_capacity(need.max(self.capacity() * 2));
+            grown.extend_from_slice(self);
+            *self = grown;
+        }
+    }
+
+    /// Appends `data`.
+    pub fn extend_from_slice(&mut self, data: &[u8]) {
+        self.reserve(data.len());
+        let at = self.start + self.len;
+        self.bytes[at..at + data.len()].copy_from_slice(data);
+        self.len += data.len();
+    }
+
+    /// Sets the length to `len`, filling new bytes with `value`.
+    pub fn resize(&mut self, len: usize, value: u8) {
+        if len > self.len {
+            self.reserve(len - self.len);
+            self.bytes[self.start + self.len..self.start + len].fill(value);
+        }
+        self.len = len;
+    }
+
+    /// Keeps the first `len` bytes (no effect if it holds fewer).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Removes every byte, keeping the capacity.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+impl std::ops::Deref for DirectVec {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for DirectVec {
+    fn deref_mut(&mut self) -> &mut [u8] {
         &mut self.bytes[self.start..self.start + self.len]
     }
 }
@@ -159,5 +256,39 @@ impl DirectAppender {
     /// [`StorageFile::sync`].
     pub fn trim(&self, file: &mut dyn StorageFile) -> Result<()> {
         file.truncate(self.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Contents stay as a `Vec` would hold them, at an aligned address,
+    /// across growth.
+    #[test]
+    fn direct_vec_holds_what_a_vec_would_at_an_aligned_address() {
+        let mut ours = DirectVec::with_capacity(10);
+        let mut model: Vec<u8> = Vec::new();
+        for round in 0..40u8 {
+            let data: Vec<u8> = (0..u32::from(round) * 97)
+                .map(|i| i as u8 ^ round)
+                .collect();
+            ours.extend_from_slice(&data);
+            model.extend_from_slice(&data);
+            if round % 3 == 0 {
+                let len = model.len() / 2 + usize::from(round);
+                ours.resize(len, round);
+                model.resize(len, round);
+            }
+            if round % 7 == 0 {
+                ours.truncate(model.len() / 3);
+                model.truncate(model.len() / 3);
+            }
+            assert_eq!(&ours[..], &model[..], "round {round}");
+            assert_eq!(ours.as_ptr() as usize % DIRECT_ALIGN, 0);
+            assert!(ours.capacity() >= ours.len());
+        }
+        ours.clear();
+        assert!(ours.is_empty());
     }
 }

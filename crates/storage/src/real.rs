@@ -4,9 +4,10 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
-use crate::direct::check_direct;
+use crate::direct::{check_direct, check_direct_words};
 use crate::error::{Op, Result, StorageError};
 use crate::latch::Latch;
 use crate::seam::{Storage, StorageFile};
@@ -195,6 +196,17 @@ impl StorageFile for RealFile {
             Some(direct) => self.mutate(Op::Write, |_| direct.write_all_at(data, offset)),
             None => self.write_at(offset, data),
         }
+    }
+
+    fn write_words_direct_at(&self, offset: u64, words: &[AtomicU64]) -> Result<()> {
+        check_direct_words(&self.path, offset, words)?;
+        let file = match self.direct()? {
+            Some(direct) => direct,
+            None => &self.file,
+        };
+        self.mutate(Op::Write, |_| {
+            epochdb_memory::write_words_at(file, words, offset)
+        })
     }
 
     fn append(&mut self, data: &[u8]) -> Result<u64> {

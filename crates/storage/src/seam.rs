@@ -2,9 +2,11 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::direct::check_direct;
+use crate::direct::{check_direct, check_direct_words};
 use crate::error::Result;
+use crate::DirectBuffer;
 
 /// A file system as epochdb sees it: a namespace of directories and files.
 ///
@@ -80,6 +82,22 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     fn write_direct_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         check_direct(self.path(), offset, data)?;
         self.write_at(offset, data)
+    }
+
+    /// [`StorageFile::write_direct_at`] of the bytes of `words` (each
+    /// word's native bytes, in order), where the real file writes them
+    /// straight from `words`' memory, with no copy (a log flushing its
+    /// in-memory pages). The same alignment rules apply to `offset`, the
+    /// byte length and `words`' address. Words stored to during the call
+    /// may reach the file torn: the caller keeps them unchanged. The
+    /// default copies them with atomic loads first.
+    fn write_words_direct_at(&self, offset: u64, words: &[AtomicU64]) -> Result<()> {
+        let mut bytes = DirectBuffer::zeroed(std::mem::size_of_val(words));
+        for (to, word) in bytes.as_mut_slice().chunks_exact_mut(8).zip(words) {
+            to.copy_from_slice(&word.load(Relaxed).to_ne_bytes());
+        }
+        check_direct_words(self.path(), offset, words)?;
+        self.write_direct_at(offset, bytes.as_slice())
     }
 
     /// Writes all of `data` at this handle's append cursor and advances it;

@@ -133,3 +133,43 @@ fn the_appender_writes_the_data_then_padding_and_trims_it() {
     appender.trim(file.as_mut()).unwrap();
     assert_eq!(disk.read(path).unwrap(), expected);
 }
+
+/// `write_words_direct_at` (the HybridLog's flush straight from its frames)
+/// writes each word's bytes in order, like `write_direct_at` of a copy, and
+/// refuses the same misalignments, on the real and the simulated disk.
+#[test]
+fn words_are_written_as_their_bytes_and_misalignment_refused() {
+    use epochdb_memory::{HugePages, Region};
+    use std::sync::atomic::AtomicU64;
+    let words = Region::new(2 * DIRECT_ALIGN / 8 + 1, HugePages::Off, |i| {
+        AtomicU64::new((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    });
+    let blocks = &words[..2 * DIRECT_ALIGN / 8];
+    let expected: Vec<u8> = blocks
+        .iter()
+        .flat_map(|w| w.load(std::sync::atomic::Ordering::Relaxed).to_ne_bytes())
+        .collect();
+    let real = RealStorage::new();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SimStorage::new(11);
+    disk.create_dir_all(Path::new("/d")).unwrap();
+    for (storage, path) in [
+        (&real as &dyn Storage, dir.path().join("words")),
+        (&disk, Path::new("/d/words").to_path_buf()),
+    ] {
+        let file = storage.create(&path).unwrap();
+        file.write_words_direct_at(DIRECT_ALIGN as u64, blocks)
+            .unwrap();
+        let mut read = vec![0u8; 3 * DIRECT_ALIGN];
+        assert_eq!(file.read_at(0, &mut read).unwrap(), 3 * DIRECT_ALIGN);
+        assert!(read[..DIRECT_ALIGN].iter().all(|&b| b == 0));
+        assert_eq!(&read[DIRECT_ALIGN..], &expected[..]);
+        assert!(is_invalid_input(file.write_words_direct_at(8, blocks)));
+        assert!(is_invalid_input(
+            file.write_words_direct_at(0, &words[1..DIRECT_ALIGN / 8 + 1])
+        ));
+        assert!(is_invalid_input(
+            file.write_words_direct_at(0, &words[..100])
+        ));
+    }
+}
