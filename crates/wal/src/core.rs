@@ -10,7 +10,7 @@
 //! | `state`    | `Wal::shutdown`, the flusher on stop or failure | all     |
 
 use std::sync::atomic::AtomicU64 as StatU64;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
 
 use crossbeam_utils::CachePadded;
 
@@ -183,11 +183,14 @@ impl Core {
     /// waits until their ring space is flushed.
     pub(crate) fn reserve(&self, len: u64) -> Result<u64, WalError> {
         self.check_open()?;
-        // AcqRel (one `lock xadd` on x86 either way): a thread that loads
-        // the sequencer (Acquire) and sees this reservation also sees what
-        // the reserving thread did before it (e.g. locking the records it
-        // logs) — the engine's checkpoints rely on it.
-        let lsn = self.next_lsn.fetch_add(len, AcqRel);
+        // SeqCst (one `lock xadd` on x86 whatever the ordering): a thread
+        // that loads the sequencer (Acquire) and sees this reservation also
+        // sees what the reserving thread did before it (e.g. locking the
+        // records it logs) — the engine's checkpoints rely on it; and it
+        // publishes the progress the worker's bell waits for, in the total
+        // order that lets the append ring without a fence
+        // (`Bell::ring_after_seq_cst_rmw`).
+        let lsn = self.next_lsn.fetch_add(len, SeqCst);
         self.wait_space(lsn, len)?;
         Ok(lsn)
     }

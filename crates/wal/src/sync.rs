@@ -220,6 +220,36 @@ impl Bell {
         }
     }
 
+    /// [`Bell::ring`] without its fence, for a producer whose progress —
+    /// what the sleeper's `ready()` checks — was published by a `SeqCst`
+    /// read-modify-write earlier on this thread (the LSN sequencer's
+    /// fetch-add: the worker's `ready()` asks whether anything is reserved
+    /// beyond SBL). The sleeper counts itself, fences `SeqCst`, then loads
+    /// the progress; the producer's RMW and its `SeqCst` load of `sleepers`
+    /// are both in the single total order S. If the load precedes the
+    /// sleeper's fence in S, so does the RMW (sequenced before it), and a
+    /// load after a `SeqCst` fence sees every `SeqCst` modification before
+    /// the fence in S: the sleeper sees the progress and does not sleep.
+    /// Otherwise the fence precedes the load in S, and a `SeqCst` load
+    /// after the fence in S sees what was written before the fence: the
+    /// producer sees the count and rings. (Both are the fence rules of
+    /// C++20 [atomics.order], which Rust's atomics follow.) On x86 this saves the
+    /// `mfence`-class instruction every append paid (measured: a third of
+    /// GRASSHOPPER's extra cost at one thread was the store buffer draining
+    /// into it; BENCHMARKS.md).
+    ///
+    /// Loom treats `SeqCst` accesses as `AcqRel` (its documented
+    /// limitation), so under loom this keeps the fence: the models check
+    /// the fenced protocol, and the argument above carries it to this one.
+    #[inline]
+    pub(crate) fn ring_after_seq_cst_rmw(&self) {
+        #[cfg(loom)]
+        fence_seq_cst();
+        if self.sleepers.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            self.ring_slow();
+        }
+    }
+
     #[cold]
     fn ring_slow(&self) {
         #[cfg(not(loom))]

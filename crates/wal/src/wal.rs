@@ -472,7 +472,8 @@ impl ThreadHandle {
                 unsafe { core.ring.write(lsn, &self.scratch) };
                 // SAFETY: this handle is the list's only producer.
                 unsafe { list.push(lsn, lsn + len, callback, &gh.hindex) };
-                core.worker_bell.ring();
+                // The reservation above published the progress (SeqCst).
+                core.worker_bell.ring_after_seq_cst_rmw();
                 LsnRange {
                     start: lsn,
                     end: lsn + len,
@@ -484,7 +485,8 @@ impl ThreadHandle {
                 // SAFETY: as above.
                 unsafe { core.ring.write(lsn, &self.scratch) };
                 bitmap.set(lsn, len);
-                core.worker_bell.ring();
+                // The reservation above published the progress (SeqCst).
+                core.worker_bell.ring_after_seq_cst_rmw();
                 let range = LsnRange {
                     start: lsn,
                     end: lsn + len,
