@@ -614,8 +614,16 @@ impl<F: Functions> Session<F> {
                 let allowed = match phase {
                     Phase::Rest => true,
                     Phase::Prepare => header.version() != record_version(self.local.version + 1),
-                    Phase::InProgress | Phase::WaitPending | Phase::WaitFlush => {
+                    Phase::InProgress | Phase::WaitPending => {
                         header.version() == record_version(self.local.version)
+                    }
+                    // A version-v record may be updated in place once a
+                    // snapshot checkpoint has copied it (Appendix C copies
+                    // v while v+1 runs; what it has copied no longer needs
+                    // keeping in memory). Acquire: the copy's reads are done.
+                    Phase::WaitFlush => {
+                        header.version() == record_version(self.local.version)
+                            || address < inner.snapshot_captured.load(Acquire)
                     }
                 };
                 if !allowed {
@@ -1113,8 +1121,12 @@ impl<F: Functions> Session<F> {
         // must append, `Err` is the outcome now.
         let coarse = inner.shift_mode == ShiftMode::Coarse;
         // `immutable`: the record is below safe read-only (or on disk), so
-        // no thread updates it in place.
-        let mut rules = |record_version: Option<u32>, immutable: bool| -> Result<bool, Outcome> {
+        // no thread updates it in place. `captured`: a snapshot checkpoint
+        // has copied it already (`Inner::snapshot_captured`).
+        let mut rules = |record_version: Option<u32>,
+                         immutable: bool,
+                         captured: bool|
+         -> Result<bool, Outcome> {
             match mode {
                 Phase::Prepare => match record_version {
                     Some(rv) if rv == next => Err(Outcome::Shift),
@@ -1149,7 +1161,9 @@ impl<F: Functions> Session<F> {
                         Err(Outcome::Pending(None))
                     }
                 }
-                Phase::WaitFlush => Ok(false),
+                // A version-v record: appended to unless the snapshot
+                // holds it already.
+                Phase::WaitFlush => Ok(captured),
             }
         };
         let is_delete = matches!(op, Op::Delete);
@@ -1159,7 +1173,7 @@ impl<F: Functions> Session<F> {
             Found::Absent => Plan::Append(Old::None),
             Found::NeedIo(address) => match op {
                 Op::Rmw(_) => return Outcome::Pending(Some(address)),
-                _ => match rules(None, true) {
+                _ => match rules(None, true, false) {
                     Ok(_) => Plan::Append(Old::None),
                     Err(outcome) => return outcome,
                 },
@@ -1169,7 +1183,12 @@ impl<F: Functions> Session<F> {
                 if is_delete && header.tombstone() {
                     return Outcome::Done(Status::NotFound);
                 }
-                match rules(Some(header.version()), address < log.safe_read_only()) {
+                let captured = address < inner.snapshot_captured.load(Acquire);
+                match rules(
+                    Some(header.version()),
+                    address < log.safe_read_only(),
+                    captured,
+                ) {
                     Err(outcome) => return outcome,
                     Ok(may_in_place) => {
                         let old = if header.tombstone() {
@@ -1200,7 +1219,7 @@ impl<F: Functions> Session<F> {
                 if is_delete && header.tombstone() {
                     return Outcome::Done(Status::NotFound);
                 }
-                if let Err(outcome) = rules(Some(header.version()), true) {
+                if let Err(outcome) = rules(Some(header.version()), true, false) {
                     return outcome;
                 }
                 if header.tombstone() {

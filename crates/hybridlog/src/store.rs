@@ -228,6 +228,11 @@ pub(crate) struct Inner<F: Functions> {
     /// The running checkpoint captures version v with a snapshot (1) or a
     /// fold-over (0).
     snapshot_running: AtomicU8,
+    /// How far the running snapshot checkpoint has captured version v: a
+    /// version-v record below this address is in the snapshot already, so
+    /// a version-v+1 session may update it in place (0 outside a snapshot's
+    /// WAIT_FLUSH). See `Store::write_snapshot`.
+    pub(crate) snapshot_captured: CachePadded<AtomicU64>,
     config: Config,
 }
 
@@ -480,6 +485,7 @@ impl<F: Functions> Store<F> {
             stalled: CachePadded::new(AtomicU64::new(0)),
             shift_mode: config.shift_mode,
             snapshot_running: AtomicU8::new(0),
+            snapshot_captured: CachePadded::new(AtomicU64::new(0)),
             config,
         });
         // A flush that fails during a checkpoint must wake the driver: the
@@ -825,6 +831,16 @@ impl<F: Functions> Store<F> {
             inner.config.direct_io,
         )?;
         let mut pieces = Vec::new();
+        // Back to nothing captured whatever happens below, before the state
+        // machine leaves WAIT_FLUSH: the next checkpoint's version-v+1
+        // records must not pass for captured ones.
+        struct Reset<'a>(&'a AtomicU64);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                self.0.store(0, Release);
+            }
+        }
+        let _reset = Reset(&inner.snapshot_captured);
         for (i, page) in (first_page..end_page).enumerate() {
             let page_start = page << page_bits;
             let reuse = previous.and_then(|(map, prev_l_e)| {
@@ -842,6 +858,10 @@ impl<F: Functions> Store<F> {
             });
             if let Some(found) = reuse {
                 pieces.extend(found);
+                // Unchanged since the previous snapshot, which holds it.
+                inner
+                    .snapshot_captured
+                    .store(page_start + page_bytes, Release);
                 continue;
             }
             let mut at = page_start;
@@ -860,6 +880,12 @@ impl<F: Functions> Store<F> {
                 });
                 at = end;
             }
+            // Every version-v record of this page is copied: sessions (all
+            // at v+1 now) may update them in place (Release: after the
+            // copy's reads; the updaters load it with Acquire).
+            inner
+                .snapshot_captured
+                .store(page_start + page_bytes, Release);
         }
         let written = writer.finish()?;
         Ok((SnapshotMap { start, pieces }, written))
