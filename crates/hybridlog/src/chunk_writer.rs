@@ -9,8 +9,8 @@
 //! (under 4 KiB) are moved to the front of the caller's next buffer, so the
 //! next chunk starts at an aligned file offset too. Only the bytes before
 //! the first aligned offset of the file and after the last one go through
-//! the page cache. Two writer threads keep two writes in flight (the disk
-//! here writes 10–20% faster so than one at a time; BENCHMARKS.md,
+//! the page cache. Two writer threads keep two writes in flight: the disk
+//! here wrote 10–20% faster so than one write at a time (BENCHMARKS.md,
 //! "Checkpoint writes without a copy").
 //!
 //! Written through the page cache instead, one writer syncs every
