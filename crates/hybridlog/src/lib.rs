@@ -68,4 +68,7 @@ pub use error::{Error, Result};
 pub use functions::{AddU64, Functions, Value};
 pub use session::{Completed, OpKind, Session, Status};
 pub use state::{Phase, SystemState};
-pub use store::{CheckpointInfo, Config, LogAddresses, RecoveredInfo, ShiftMode, Store};
+pub use store::{
+    CheckpointInfo, Config, LogAddresses, RecoveredInfo, SessionStates, SessionView, ShiftMode,
+    Store,
+};

@@ -123,6 +123,29 @@ pub(crate) struct SessionSlot {
     pub(crate) old_pending: AtomicU64,
 }
 
+/// The state machine as the store and its sessions see it at one moment
+/// ([`Store::session_states`]).
+#[derive(Debug, Clone)]
+pub struct SessionStates {
+    /// The global state.
+    pub global: SystemState,
+    /// The transition out of this state waits for a session to publish.
+    pub stalled: Option<SystemState>,
+    /// Every active session.
+    pub sessions: Vec<SessionView>,
+}
+
+/// One session in [`SessionStates`].
+#[derive(Debug, Clone, Copy)]
+pub struct SessionView {
+    /// The session's id.
+    pub id: u64,
+    /// The state it has adopted.
+    pub state: SystemState,
+    /// Its pending updates issued before its CPR point.
+    pub old_pending: u64,
+}
+
 /// The log addresses at one moment (for tests, benchmarks and reports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogAddresses {
@@ -562,6 +585,29 @@ impl<F: Functions> Store<F> {
     /// The global checkpoint state.
     pub fn system_state(&self) -> SystemState {
         self.inner.system_state()
+    }
+
+    /// Every active session's view of the state machine, for diagnosing a
+    /// checkpoint that does not finish: what each session has adopted and
+    /// how many of its pending updates precede its CPR point. Also the
+    /// transition waiting for sessions (`stalled`, if any).
+    pub fn session_states(&self) -> SessionStates {
+        let inner = &*self.inner;
+        let stalled = inner.stalled.load(SeqCst);
+        SessionStates {
+            global: inner.system_state(),
+            stalled: (stalled != 0).then(|| SystemState::unpack(stalled & !STALLED_FLAG)),
+            sessions: inner
+                .slots
+                .iter()
+                .filter(|slot| slot.active.load(SeqCst))
+                .map(|slot| SessionView {
+                    id: slot.id.load(SeqCst),
+                    state: SystemState::unpack(slot.state.load(SeqCst)),
+                    old_pending: slot.old_pending.load(SeqCst),
+                })
+                .collect(),
+        }
     }
 
     /// Blocks until the global checkpoint state differs from `seen`, or

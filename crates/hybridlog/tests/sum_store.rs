@@ -183,8 +183,29 @@ fn run_seed(seed: u64) -> (u64, u64) {
     // A planned fault that did not fire would fire in recovery.
     restarted.clear_faults();
     stop.store(true, Ordering::Relaxed);
+    // A hang here has been seen under heavy oversubscription (BENCHMARKS.md,
+    // "Sum-store under load"): rather than hang CI, fail with the state
+    // machine as every session sees it.
+    let (finished, watched) = std::sync::mpsc::channel::<()>();
+    let watchdog = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            if watched.recv_timeout(std::time::Duration::from_secs(120))
+                == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+            {
+                eprintln!(
+                    "seed {seed}: sessions and checkpoint still running 120 s after the stop: \
+                     {:?}; {store:?}",
+                    store.session_states()
+                );
+                std::process::exit(3);
+            }
+        })
+    };
     let logs: Vec<(u64, OpLog)> = workers.into_iter().map(|w| w.join().unwrap()).collect();
     checkpointer.join().unwrap();
+    drop(finished);
+    watchdog.join().unwrap();
     drop(store);
 
     let store = Store::open(Arc::new(restarted), dir, config(shift), AddU64)
