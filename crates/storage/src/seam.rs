@@ -92,11 +92,11 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// may reach the file torn: the caller keeps them unchanged. The
     /// default copies them with atomic loads first.
     fn write_words_direct_at(&self, offset: u64, words: &[AtomicU64]) -> Result<()> {
+        check_direct_words(self.path(), offset, words)?;
         let mut bytes = DirectBuffer::zeroed(std::mem::size_of_val(words));
         for (to, word) in bytes.as_mut_slice().chunks_exact_mut(8).zip(words) {
             to.copy_from_slice(&word.load(Relaxed).to_ne_bytes());
         }
-        check_direct_words(self.path(), offset, words)?;
         self.write_direct_at(offset, bytes.as_slice())
     }
 
