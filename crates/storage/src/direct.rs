@@ -53,6 +53,14 @@ fn check_direct_parts(path: &Path, offset: u64, len: usize, address: usize) -> R
     ))
 }
 
+/// `len` zero bytes at an aligned address, in safe code: a `Vec` one
+/// alignment larger, and the offset of its first aligned byte.
+fn aligned_zeros(len: usize) -> (Vec<u8>, usize) {
+    let bytes = vec![0u8; len + DIRECT_ALIGN];
+    let start = bytes.as_ptr().align_offset(DIRECT_ALIGN);
+    (bytes, start)
+}
+
 /// A byte buffer whose contents start at a [`DIRECT_ALIGN`]-aligned
 /// address, for [`StorageFile::write_direct_at`]. Safe code: it keeps a
 /// `Vec` one alignment larger than asked and uses the aligned window.
@@ -66,8 +74,7 @@ pub struct DirectBuffer {
 impl DirectBuffer {
     /// A zeroed buffer of `len` bytes.
     pub fn zeroed(len: usize) -> Self {
-        let bytes = vec![0u8; len + DIRECT_ALIGN];
-        let start = bytes.as_ptr().align_offset(DIRECT_ALIGN);
+        let (bytes, start) = aligned_zeros(len);
         DirectBuffer { bytes, start, len }
     }
 
@@ -108,8 +115,7 @@ pub struct DirectVec {
 impl DirectVec {
     /// An empty vector with room for `capacity` bytes.
     pub fn with_capacity(capacity: usize) -> Self {
-        let bytes = vec![0u8; capacity + DIRECT_ALIGN];
-        let start = bytes.as_ptr().align_offset(DIRECT_ALIGN);
+        let (bytes, start) = aligned_zeros(capacity);
         DirectVec {
             bytes,
             start,
