@@ -188,8 +188,9 @@ pub(crate) struct Index {
     next_overflow: AtomicU64,
 }
 
+/// The tag an index entry keeps of `hash` (its high bits).
 #[inline]
-fn tag_of(hash: u64) -> u64 {
+pub(crate) fn tag_of(hash: u64) -> u64 {
     (hash >> TAG_SHIFT) & TAG_MASK
 }
 

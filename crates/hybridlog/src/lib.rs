@@ -61,6 +61,8 @@ mod session;
 mod state;
 mod store;
 mod sync;
+#[cfg(test)]
+mod tests;
 
 pub use checkpoint::CheckpointKind;
 pub use epochdb_storage::{CrashMode, RealStorage, SimStorage, Storage};

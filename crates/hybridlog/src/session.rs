@@ -1170,7 +1170,16 @@ impl<F: Functions> Session<F> {
         let plan = match self.trace(entry.address(), log.head(), disk) {
             // Nothing live to delete.
             Found::Absent if is_delete => return Outcome::Done(Status::NotFound),
-            Found::Absent => Plan::Append(Old::None),
+            // No record of the key: the version rules still apply, with no
+            // version to go by (FASTER's `InternalRmw` takes the latch for
+            // it too). A key sharing its entry with others may have an
+            // older request pending on it (waiting for a disk read of the
+            // chain); without the IN_PROGRESS latch a v+1 record appended
+            // now would make that version-v request shift for ever.
+            Found::Absent => match rules(None, true, false) {
+                Ok(_) => Plan::Append(Old::None),
+                Err(outcome) => return outcome,
+            },
             Found::NeedIo(address) => match op {
                 Op::Rmw(_) => return Outcome::Pending(Some(address)),
                 _ => match rules(None, true, false) {

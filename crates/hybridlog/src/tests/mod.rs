@@ -1,0 +1,3 @@
+//! Tests that need the crate's internals (the index's hash and tags).
+
+mod new_key_shift;
