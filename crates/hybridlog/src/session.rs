@@ -786,6 +786,18 @@ impl<F: Functions> Session<F> {
                         self.pending.push(request);
                     }
                     Outcome::Shift | Outcome::Retry => {
+                        // A request from before the CPR point holds its
+                        // bucket's shared latch, so no v+1 record of its key
+                        // can appear: shifting it would repeat for ever
+                        // (WAIT_PENDING would never end).
+                        debug_assert!(
+                            !(matches!(outcome, Outcome::Shift)
+                                && request.version != self.local.version
+                                && request.op.modifies()),
+                            "a version-{} request shifted in version {}",
+                            request.version,
+                            self.local.version
+                        );
                         if let Some((address, bytes)) = disk {
                             request.io = IoState::Done(address, bytes);
                         }
