@@ -114,6 +114,7 @@ impl Bucket {
     }
 
     /// Shared latches now held on the bucket.
+    #[cfg(test)]
     pub(crate) fn shared_count(&self) -> u64 {
         (self.overflow().load(Acquire) & SHARED_MASK) >> 48
     }
@@ -132,6 +133,13 @@ impl Entry<'_> {
     #[inline]
     pub(crate) fn address(&self) -> u64 {
         self.word & ADDRESS_MASK
+    }
+
+    /// Whether the entry still holds the word read (no record entered its
+    /// chain since).
+    #[inline]
+    pub(crate) fn is_current(&self) -> bool {
+        self.slot.load(Acquire) == self.word
     }
 
     /// Swings the entry from the address read to `address` (the only way a

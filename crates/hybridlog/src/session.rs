@@ -595,7 +595,7 @@ impl<F: Functions> Session<F> {
     ) -> InPlace {
         let inner = &*self.inner;
         let phase = self.local.phase;
-        let latch = if phase == Phase::Prepare && inner.shift_mode == ShiftMode::Fine {
+        let mut latch = if phase == Phase::Prepare && inner.shift_mode == ShiftMode::Fine {
             let bucket = inner.index.bucket(hash);
             if !bucket.try_shared() {
                 return InPlace::No;
@@ -626,7 +626,24 @@ impl<F: Functions> Session<F> {
                             || address < inner.snapshot_captured.load(Acquire)
                     }
                 };
-                if !allowed {
+                let older = header.version() != record_version(self.local.version);
+                if !allowed
+                    || older && latch.is_none() && phase != Phase::Prepare && {
+                        // An older version's record in the mutable region may
+                        // be being copied to the tail by a session still in a
+                        // CPR phase (under the bucket's exclusive latch); the
+                        // copy would drop an update made here meanwhile. Take
+                        // the shared latch, then check that no copy of this
+                        // chain was installed since the entry was read.
+                        let bucket = inner.index.bucket(hash);
+                        if bucket.try_shared() {
+                            latch = Some(bucket);
+                            inner.index.find(hash).map(|e| e.address()) != Some(address)
+                        } else {
+                            true
+                        }
+                    }
+                {
                     InPlace::No
                 } else if update(&value) {
                     inner.log.mark_frame_dirty(frame);
@@ -1166,16 +1183,30 @@ impl<F: Functions> Session<F> {
                         Err(Outcome::Pending(None))
                     }
                 }
+                // No old request may hold the bucket (it would be updating
+                // the record as version v): the exclusive latch, held until
+                // the copy is in the index, also keeps in-place updates of
+                // the record out meanwhile (see `update_in_place`).
                 Phase::WaitPending => {
-                    if bucket.shared_count() == 0 {
+                    if bucket.try_exclusive() {
+                        exclusive = true;
                         Ok(false)
                     } else {
                         Err(Outcome::Pending(None))
                     }
                 }
-                // A version-v record: appended to unless the snapshot
-                // holds it already.
-                Phase::WaitFlush => Ok(captured),
+                // A version-v record: updated in place once the snapshot
+                // holds it; otherwise copied, under the exclusive latch if
+                // it is mutable (a snapshot leaves it so), as above.
+                Phase::WaitFlush if captured || immutable => Ok(captured),
+                Phase::WaitFlush => {
+                    if bucket.try_exclusive() {
+                        exclusive = true;
+                        Ok(false)
+                    } else {
+                        Err(Outcome::Pending(None))
+                    }
+                }
             }
         };
         let is_delete = matches!(op, Op::Delete);
@@ -1252,9 +1283,31 @@ impl<F: Functions> Session<F> {
                 }
             }
         };
+        // An in-place update of an older version's record outside PREPARE
+        // (REST, or WAIT_FLUSH once the snapshot holds it) takes the shared
+        // latch, as `update_in_place` does, so that no session still in a
+        // CPR phase copies the record to the tail meanwhile; a copy
+        // installed since the entry was read makes it try again.
+        let mut shared = false;
+        if let Plan::InPlace(address) = &plan {
+            let older = Header(log.record(*address)[0].load(Acquire)).version() != mine;
+            if older && mode != Phase::Prepare {
+                if !bucket.try_shared() {
+                    return Outcome::Retry;
+                }
+                if !entry.is_current() {
+                    bucket.release_shared();
+                    return Outcome::Retry;
+                }
+                shared = true;
+            }
+        }
         let outcome = self.apply(op, key, &mut entry, mine, plan, disk, scratch);
         if exclusive {
             bucket.release_exclusive();
+        }
+        if shared {
+            bucket.release_shared();
         }
         outcome
     }

@@ -692,6 +692,13 @@ impl<F: Functions> Store<F> {
             )));
         }
         let v = rest.version;
+        // Every session must have left the previous checkpoint's phases
+        // first (FASTER's PERSISTENCE_CALLBACK phase waits for the same):
+        // one still acting in WAIT_FLUSH (or WAIT_PENDING) copies
+        // version-v records of a snapshot, which stay mutable, without a
+        // latch, while a session in the new PREPARE may update the same
+        // record in place; the copy's CAS then drops that update.
+        self.wait_sessions_at(rest)?;
         let index_started = Instant::now();
         let mut bytes = 0u64;
         let with_index = with_index || driver.index.is_none();
@@ -935,6 +942,20 @@ impl<F: Functions> Store<F> {
         }
         let written = writer.finish()?;
         Ok((SnapshotMap { start, pieces }, written))
+    }
+
+    /// Waits until every active session has adopted `state` (a session
+    /// publishes its state at each refresh; one that never refreshes holds
+    /// the checkpoint back, as it would at PREPARE).
+    fn wait_sessions_at(&self, state: SystemState) -> Result<()> {
+        let inner = &*self.inner;
+        while !inner.sessions_reached(state) {
+            if inner.log.has_failed() {
+                return Err(Error::Failed("the log failed".into()));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(())
     }
 
     /// Returns once every thread protected now has refreshed: BumpEpoch with
