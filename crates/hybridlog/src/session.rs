@@ -1187,19 +1187,11 @@ impl<F: Functions> Session<F> {
                 // the record as version v): the exclusive latch, held until
                 // the copy is in the index, also keeps in-place updates of
                 // the record out meanwhile (see `update_in_place`).
-                Phase::WaitPending => {
-                    if bucket.try_exclusive() {
-                        exclusive = true;
-                        Ok(false)
-                    } else {
-                        Err(Outcome::Pending(None))
-                    }
-                }
-                // A version-v record: updated in place once the snapshot
-                // holds it; otherwise copied, under the exclusive latch if
-                // it is mutable (a snapshot leaves it so), as above.
+                // In WAIT_FLUSH a version-v record is updated in place once
+                // the snapshot holds it; otherwise copied, under the
+                // exclusive latch if it is mutable (a snapshot leaves it so).
                 Phase::WaitFlush if captured || immutable => Ok(captured),
-                Phase::WaitFlush => {
+                Phase::WaitPending | Phase::WaitFlush => {
                     if bucket.try_exclusive() {
                         exclusive = true;
                         Ok(false)
@@ -1210,6 +1202,8 @@ impl<F: Functions> Session<F> {
             }
         };
         let is_delete = matches!(op, Op::Delete);
+        // Set when the plan updates an older version's record in place.
+        let mut in_place_older = false;
         let plan = match self.trace(entry.address(), log.head(), disk) {
             // Nothing live to delete.
             Found::Absent if is_delete => return Outcome::Done(Status::NotFound),
@@ -1254,6 +1248,7 @@ impl<F: Functions> Session<F> {
                             if header.tombstone() {
                                 Plan::Append(Old::None)
                             } else {
+                                in_place_older = header.version() != mine;
                                 Plan::InPlace(address)
                             }
                         } else if address >= log.safe_read_only() {
@@ -1288,18 +1283,14 @@ impl<F: Functions> Session<F> {
         // latch, as `update_in_place` does, so that no session still in a
         // CPR phase copies the record to the tail meanwhile; a copy
         // installed since the entry was read makes it try again.
-        let mut shared = false;
-        if let Plan::InPlace(address) = &plan {
-            let older = Header(log.record(*address)[0].load(Acquire)).version() != mine;
-            if older && mode != Phase::Prepare {
-                if !bucket.try_shared() {
-                    return Outcome::Retry;
-                }
-                if !entry.is_current() {
-                    bucket.release_shared();
-                    return Outcome::Retry;
-                }
-                shared = true;
+        let shared = in_place_older && mode != Phase::Prepare;
+        if shared {
+            if !bucket.try_shared() {
+                return Outcome::Retry;
+            }
+            if !entry.is_current() {
+                bucket.release_shared();
+                return Outcome::Retry;
             }
         }
         let outcome = self.apply(op, key, &mut entry, mine, plan, disk, scratch);

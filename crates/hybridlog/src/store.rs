@@ -694,10 +694,10 @@ impl<F: Functions> Store<F> {
         let v = rest.version;
         // Every session must have left the previous checkpoint's phases
         // first (FASTER's PERSISTENCE_CALLBACK phase waits for the same):
-        // one still acting in WAIT_FLUSH (or WAIT_PENDING) copies
-        // version-v records of a snapshot, which stay mutable, without a
-        // latch, while a session in the new PREPARE may update the same
-        // record in place; the copy's CAS then drops that update.
+        // one still in WAIT_FLUSH may be copying a mutable version-v record
+        // of a snapshot to the tail while a session in the new PREPARE,
+        // which under the coarse shift takes no latch, updates it in place;
+        // the copy's CAS would then drop that update.
         self.wait_sessions_at(rest)?;
         let index_started = Instant::now();
         let mut bytes = 0u64;
