@@ -50,7 +50,7 @@ use crate::record::{
     RECORD_HEADER_BYTES,
 };
 use crate::state::{Phase, SystemState};
-use crate::store::{Inner, ShiftMode};
+use crate::store::{Inner, OlderInPlace, ShiftMode};
 
 /// Operations between two automatic epoch refreshes.
 const REFRESH_EVERY_OPS: u32 = 64;
@@ -230,6 +230,10 @@ pub struct Session<F: Functions> {
     id: u64,
     serial: u64,
     local: SystemState,
+    /// `local` is a REST that every session had adopted when this session
+    /// last refreshed (`Inner::rest_settled`); read at refresh, before any
+    /// index entry the session reads until the next one.
+    rest_settled: bool,
     cpr_point: u64,
     in_op: bool,
     pending: Vec<Pending<F::Input>>,
@@ -308,6 +312,7 @@ impl<F: Functions> Session<F> {
             id,
             serial,
             local,
+            rest_settled: false,
             cpr_point: serial,
             in_op: false,
             pending: Vec::new(),
@@ -400,6 +405,18 @@ impl<F: Functions> Session<F> {
             self.local = next;
         }
         self.publish();
+        self.rest_settled = inner.rest_settled(self.local);
+    }
+
+    /// What an in-place update of an older version's record needs first,
+    /// in `phase` (the session's own, or PREPARE for an old request).
+    #[inline(always)]
+    fn older_in_place(&self, phase: Phase) -> OlderInPlace {
+        if phase == Phase::Prepare || phase == Phase::Rest && self.rest_settled {
+            OlderInPlace::AsIs
+        } else {
+            OlderInPlace::LatchAndRecheck
+        }
     }
 
     fn publish(&self) {
@@ -412,6 +429,7 @@ impl<F: Functions> Session<F> {
         slot.old_pending.store(old as u64, SeqCst);
         slot.state.store(self.local.pack(), SeqCst);
         self.inner.kick();
+        self.inner.note_rest(self.local);
     }
 
     /// Stops the session (FASTER's `StopSession`): completes its pending
@@ -443,6 +461,8 @@ impl<F: Functions> Session<F> {
         let slot = &self.inner.slots[self.slot];
         slot.active.store(false, SeqCst);
         slot.taken.store(false, SeqCst);
+        // We may have been the last session short of the current REST.
+        self.inner.note_rest(self.inner.system_state());
         self.epoch.unprotect();
         // Our leaving may be what an epoch action waits for.
         self.inner.epochs.try_drain();
@@ -628,19 +648,24 @@ impl<F: Functions> Session<F> {
                 };
                 let older = header.version() != record_version(self.local.version);
                 if !allowed
-                    || older && latch.is_none() && phase != Phase::Prepare && {
+                    || older && latch.is_none() && {
                         // An older version's record in the mutable region may
                         // be being copied to the tail by a session still in a
-                        // CPR phase (under the bucket's exclusive latch); the
-                        // copy would drop an update made here meanwhile. Take
-                        // the shared latch, then check that no copy of this
-                        // chain was installed since the entry was read.
-                        let bucket = inner.index.bucket(hash);
-                        if bucket.try_shared() {
-                            latch = Some(bucket);
-                            inner.index.find(hash).map(|e| e.address()) != Some(address)
-                        } else {
-                            true
+                        // CPR phase; the copy would drop an update made here
+                        // meanwhile. Check that no copy of this chain was
+                        // installed since the entry was read, under the
+                        // shared latch unless REST has settled.
+                        match self.older_in_place(phase) {
+                            OlderInPlace::AsIs => false,
+                            OlderInPlace::LatchAndRecheck => {
+                                let bucket = inner.index.bucket(hash);
+                                if bucket.try_shared() {
+                                    latch = Some(bucket);
+                                    inner.index.find(hash).map(|e| e.address()) != Some(address)
+                                } else {
+                                    true
+                                }
+                            }
                         }
                     }
                 {
@@ -1279,11 +1304,12 @@ impl<F: Functions> Session<F> {
             }
         };
         // An in-place update of an older version's record outside PREPARE
-        // (REST, or WAIT_FLUSH once the snapshot holds it) takes the shared
-        // latch, as `update_in_place` does, so that no session still in a
-        // CPR phase copies the record to the tail meanwhile; a copy
-        // installed since the entry was read makes it try again.
-        let shared = in_place_older && mode != Phase::Prepare;
+        // (REST not yet adopted by every session, or WAIT_FLUSH once the
+        // snapshot holds it) takes the shared latch, as `update_in_place`
+        // does, so that no session still in a CPR phase copies the record
+        // to the tail meanwhile; a copy installed since the entry was read
+        // makes it try again.
+        let shared = in_place_older && self.older_in_place(mode) == OlderInPlace::LatchAndRecheck;
         if shared {
             if !bucket.try_shared() {
                 return Outcome::Retry;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -256,7 +256,28 @@ pub(crate) struct Inner<F: Functions> {
     /// a version-v+1 session may update it in place (0 outside a snapshot's
     /// WAIT_FLUSH). See `Store::write_snapshot`.
     pub(crate) snapshot_captured: CachePadded<AtomicU64>,
+    /// The highest version whose REST every active session has adopted.
+    /// From then on no session copies an older version's mutable record to
+    /// the tail (only IN_PROGRESS, WAIT_PENDING and WAIT_FLUSH do, and no
+    /// session is in them before the next PREPARE ends), so an in-place
+    /// update at REST needs no latch against such a copy.
+    pub(crate) rest_settled: CachePadded<AtomicU32>,
     config: Config,
+}
+
+/// What an in-place update of an older version's record in the mutable
+/// region needs, by the updating session's state.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum OlderInPlace {
+    /// PREPARE (FASTER's rules of Algorithm 3 cover it), or a REST every
+    /// session had adopted before the session last refreshed: no session
+    /// copies a mutable record to the tail any more, and every copy made
+    /// before is in the index the session reads after its refresh.
+    AsIs,
+    /// Otherwise a session still in a CPR phase may be copying the record
+    /// (under the bucket's exclusive latch): take the shared latch, then
+    /// check that the index entry still points where it did.
+    LatchAndRecheck,
 }
 
 /// Marks `Inner::stalled` as set even for the all-zero state word.
@@ -276,6 +297,27 @@ impl<F: Functions> Inner<F> {
                 || (slot.state.load(SeqCst) == from.pack()
                     && (from.phase != Phase::WaitPending || slot.old_pending.load(SeqCst) == 0))
         })
+    }
+
+    /// Records that every active session has adopted `rest` if so (see
+    /// `rest_settled`). Called after a session publishes REST or leaves; the
+    /// last one to do so sees every other's state (all `SeqCst`).
+    pub(crate) fn note_rest(&self, rest: SystemState) {
+        if rest.phase == Phase::Rest
+            && self.rest_settled.load(Relaxed) < rest.version
+            && self.sessions_reached(rest)
+        {
+            // Release: a copy a session installed before publishing REST
+            // happens before an in-place update that skips the latch.
+            self.rest_settled.fetch_max(rest.version, Release);
+        }
+    }
+
+    /// Whether every active session has adopted `local`, a REST (see
+    /// `rest_settled`). Acquire: what the sessions did before adopting it
+    /// (a copy of a record, installed in the index) is visible after.
+    pub(crate) fn rest_settled(&self, local: SystemState) -> bool {
+        local.phase == Phase::Rest && self.rest_settled.load(Acquire) >= local.version
     }
 
     /// Re-registers a transition whose condition failed, after a session
@@ -509,6 +551,7 @@ impl<F: Functions> Store<F> {
             shift_mode: config.shift_mode,
             snapshot_running: AtomicU8::new(0),
             snapshot_captured: CachePadded::new(AtomicU64::new(0)),
+            rest_settled: CachePadded::new(AtomicU32::new(version)),
             config,
         });
         // A flush that fails during a checkpoint must wake the driver: the
