@@ -31,10 +31,11 @@
 //! recovery composes the chain by reading each piece where the map says.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use epochdb_storage::{blocks, encode_block, FrameError, Storage};
 
-use crate::chunk_writer::{ChunkWriter, WRITE_CHUNK_BYTES};
+use crate::chunk_writer::{BufferPool, ChunkWriter, WRITE_CHUNK_BYTES};
 use crate::error::{Error, Result};
 use crate::index::Index;
 use epochdb_storage::DirectVec;
@@ -424,6 +425,7 @@ pub(crate) fn write_index(
     dir: &Path,
     id: u64,
     index: &Index,
+    buffers: &CheckpointBuffers,
     direct: bool,
 ) -> Result<u64> {
     let path = dir.join(index_name(id));
@@ -432,12 +434,11 @@ pub(crate) fn write_index(
         storage.remove(&tmp)?;
     }
     let file = storage.create(&tmp)?;
-    let block_bytes = epochdb_storage::BLOCK_HEADER_BYTES + INDEX_BLOCK_WORDS * 8;
     let mut out = ChunkWriter::start(
         file,
         INDEX_HEADER_BLOCK_BYTES as u64,
         "hybridlog-index",
-        INDEX_WRITE_CHUNK_BYTES + block_bytes,
+        buffers.index.clone(),
         direct,
     );
     let mut buf = out.buffer();
@@ -520,16 +521,38 @@ pub(crate) struct SnapshotWriter<'s> {
 /// Capacity of a snapshot writer's buffers: a chunk and one more piece.
 const SNAP_BUFFER_BYTES: usize = WRITE_CHUNK_BYTES + (PIECE_BYTES_MAX as usize) + 64;
 
+/// Capacity of an index writer's buffers: a chunk and one more block.
+const INDEX_BUFFER_BYTES: usize =
+    INDEX_WRITE_CHUNK_BYTES + epochdb_storage::BLOCK_HEADER_BYTES + INDEX_BLOCK_WORDS * 8;
+
+/// The buffers index checkpoints and snapshots are written from, kept by
+/// the store from one checkpoint to the next (see `chunk_writer`).
+#[derive(Debug)]
+pub(crate) struct CheckpointBuffers {
+    index: Arc<BufferPool>,
+    snapshot: Arc<BufferPool>,
+}
+
+impl Default for CheckpointBuffers {
+    fn default() -> Self {
+        CheckpointBuffers {
+            index: Arc::new(BufferPool::new(INDEX_BUFFER_BYTES)),
+            snapshot: Arc::new(BufferPool::new(SNAP_BUFFER_BYTES)),
+        }
+    }
+}
+
 impl<'s> SnapshotWriter<'s> {
     /// Starts `snap-<version>.dat.tmp` (replacing a leftover) with its
-    /// header block.
+    /// header block, for the log addresses `addresses`, written from
+    /// buffers of `buffers`.
     pub(crate) fn create(
         storage: &'s dyn Storage,
         dir: &Path,
         version: u32,
         page_bits: u32,
-        start: u64,
-        end: u64,
+        addresses: std::ops::Range<u64>,
+        buffers: &CheckpointBuffers,
         direct: bool,
     ) -> Result<Self> {
         let tmp = dir.join(format!(
@@ -542,7 +565,12 @@ impl<'s> SnapshotWriter<'s> {
         }
         let file = storage.create(&tmp)?;
         let mut header = Vec::with_capacity(32);
-        for x in [u64::from(version), u64::from(page_bits), start, end] {
+        for x in [
+            u64::from(version),
+            u64::from(page_bits),
+            addresses.start,
+            addresses.end,
+        ] {
             header.extend_from_slice(&x.to_le_bytes());
         }
         let mut header_block = Vec::with_capacity(64);
@@ -553,7 +581,14 @@ impl<'s> SnapshotWriter<'s> {
             KIND_SNAP_HEADER,
             &header,
         );
-        let mut buf = DirectVec::with_capacity(SNAP_BUFFER_BYTES);
+        let out = ChunkWriter::start(
+            file,
+            0,
+            "hybridlog-snapshot",
+            buffers.snapshot.clone(),
+            direct,
+        );
+        let mut buf = out.buffer();
         buf.extend_from_slice(&header_block);
         let written = buf.len() as u64;
         Ok(SnapshotWriter {
@@ -561,7 +596,7 @@ impl<'s> SnapshotWriter<'s> {
             dir: dir.to_path_buf(),
             version,
             tmp,
-            out: ChunkWriter::start(file, 0, "hybridlog-snapshot", SNAP_BUFFER_BYTES, direct),
+            out,
             buf,
             written,
         })
@@ -716,7 +751,8 @@ mod tests {
         let disk = SimStorage::new(3);
         let dir = Path::new("/ix");
         disk.create_dir_all(dir).unwrap();
-        let bytes = write_index(&disk, dir, 7, &index, true).unwrap();
+        let bytes =
+            write_index(&disk, dir, 7, &index, &CheckpointBuffers::default(), true).unwrap();
         let (words, overflow) = index.fuzzy_words();
         assert!(overflow > 0);
         assert_eq!(bytes, words.len() as u64 * 8);

@@ -15,6 +15,12 @@
 //!
 //! Written through the page cache instead, one writer syncs every
 //! [`SYNC_BYTES`], so that the final sync has little left to do.
+//!
+//! **Buffers outlive the file.** A [`BufferPool`] keeps a few buffers from
+//! one checkpoint to the next: fresh memory costs its first touch (the
+//! kernel zeroes each page; about 0.4 GB/s on the machine of
+//! BENCHMARKS.md), which made page clearing a quarter of the checkpoint
+//! thread's time when every checkpoint allocated its buffers anew.
 
 use std::sync::Arc;
 
@@ -31,6 +37,44 @@ pub(crate) const WRITE_CHUNK_BYTES: usize = 8 << 20;
 pub(crate) const SYNC_BYTES: u64 = 32 << 20;
 /// Writer threads, hence writes in flight, for direct writes.
 const DIRECT_WRITERS: usize = 2;
+
+/// Buffers of one size kept between the files a [`ChunkWriter`] writes
+/// (at most `keep` of them: the most one writer has out at once).
+#[derive(Debug)]
+pub(crate) struct BufferPool {
+    free: Mutex<Vec<DirectVec>>,
+    capacity: usize,
+}
+
+impl BufferPool {
+    /// A pool of buffers of `capacity` bytes (made on demand).
+    pub(crate) fn new(capacity: usize) -> Self {
+        BufferPool {
+            free: Mutex::new(Vec::new()),
+            capacity,
+        }
+    }
+
+    /// The most buffers kept: as many as a writer with [`DIRECT_WRITERS`]
+    /// threads has out at once (one filling, one queued and one being
+    /// written per thread).
+    const KEEP: usize = 2 * DIRECT_WRITERS + 1;
+
+    fn take(&self) -> DirectVec {
+        self.free
+            .lock()
+            .pop()
+            .unwrap_or_else(|| DirectVec::with_capacity(self.capacity))
+    }
+
+    fn give(&self, mut buf: DirectVec) {
+        let mut free = self.free.lock();
+        if free.len() < Self::KEEP && buf.capacity() >= self.capacity {
+            buf.clear();
+            free.push(buf);
+        }
+    }
+}
 
 /// One write for a writer thread.
 struct Job {
@@ -54,21 +98,21 @@ pub(crate) struct ChunkWriter {
     error: Arc<Mutex<Option<StorageError>>>,
     /// The file offset of the next byte sent.
     at: u64,
-    capacity: usize,
     direct: bool,
+    pool: Arc<BufferPool>,
 }
 
 impl ChunkWriter {
     /// Starts threads named `name` that write the chunks they are sent to
-    /// `file`, one after the other from offset `at`. New buffers are made
-    /// with `capacity` bytes. With `direct`, whole blocks go past the page
-    /// cache ([`StorageFile::write_direct_at`]); the file's bytes are the
-    /// same either way.
+    /// `file`, one after the other from offset `at`, in buffers taken from
+    /// `pool` (and given back to it at the end). With `direct`, whole blocks
+    /// go past the page cache ([`StorageFile::write_direct_at`]); the
+    /// file's bytes are the same either way.
     pub(crate) fn start(
         file: Box<dyn StorageFile>,
         at: u64,
         name: &str,
-        capacity: usize,
+        pool: Arc<BufferPool>,
         direct: bool,
     ) -> Self {
         let writers = if direct { DIRECT_WRITERS } else { 1 };
@@ -93,16 +137,14 @@ impl ChunkWriter {
             file: Some(file),
             error,
             at,
-            capacity,
             direct,
+            pool,
         }
     }
 
-    /// An empty buffer: one a writer is done with, or a new one.
+    /// An empty buffer: one a writer is done with, or one from the pool.
     pub(crate) fn buffer(&self) -> DirectVec {
-        self.spare
-            .try_recv()
-            .unwrap_or_else(|_| DirectVec::with_capacity(self.capacity))
+        self.spare.try_recv().unwrap_or_else(|_| self.pool.take())
     }
 
     /// Hands what `buf` holds to the writers (waiting while every writer is
@@ -162,6 +204,8 @@ impl ChunkWriter {
     /// the way).
     pub(crate) fn finish(mut self, mut last: DirectVec) -> Result<Box<dyn StorageFile>> {
         self.send(&mut last)?;
+        // `last`'s bytes go in a buffer of their own: `last` may be one
+        // grown past the pool's size, which the pool would not keep.
         self.submit(last, false)?;
         self.join()?;
         let file = self.file.take().expect("finished once");
@@ -174,6 +218,9 @@ impl ChunkWriter {
             if writer.join().is_err() {
                 return Err(Error::Failed("a chunk writer panicked".into()));
             }
+        }
+        while let Ok(buf) = self.spare.try_recv() {
+            self.pool.give(buf);
         }
         match self.error.lock().take() {
             Some(e) => Err(e.into()),
@@ -238,11 +285,12 @@ mod tests {
             (4095, vec![1, 1, 1]),
             (32, vec![]),
         ];
+        let pool = Arc::new(BufferPool::new(1 << 20));
         for direct in [true, false] {
             for (i, (at, sizes)) in cases.iter().enumerate() {
                 let path = Path::new("/").join(format!("f{i}-{direct}"));
                 let file = disk.create(&path).unwrap();
-                let mut out = ChunkWriter::start(file, *at, "test-writer", 1 << 20, direct);
+                let mut out = ChunkWriter::start(file, *at, "test-writer", pool.clone(), direct);
                 let mut buf = out.buffer();
                 let mut expected = vec![0u8; *at as usize];
                 for (j, &size) in sizes.iter().enumerate() {

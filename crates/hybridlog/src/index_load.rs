@@ -413,7 +413,15 @@ mod tests {
         let disk = SimStorage::new(9);
         let dir = Path::new("/ix");
         disk.create_dir_all(dir).unwrap();
-        write_index(&disk, dir, 1, &index, true).unwrap();
+        write_index(
+            &disk,
+            dir,
+            1,
+            &index,
+            &crate::checkpoint::CheckpointBuffers::default(),
+            true,
+        )
+        .unwrap();
         let good = disk.read(&dir.join(index_name(1))).unwrap();
         let block = BLOCK_HEADER_BYTES + (1 << 20);
         let first = BLOCK_HEADER_BYTES + 16;

@@ -335,10 +335,13 @@ impl Log {
         let at = out.len();
         epoch.protect();
         if start.max(FIRST_ADDRESS) >= self.head() {
-            out.reserve((end - start) as usize);
-            for word in self.words(start, ((end - start) / 8) as usize) {
-                out.extend_from_slice(&word.load(Acquire).to_le_bytes());
-            }
+            debug_assert!((end - start).is_multiple_of(8));
+            let words = self.words(start, ((end - start) / 8) as usize);
+            out.extend_with((end - start) as usize, |bytes| {
+                for (to, word) in bytes.chunks_exact_mut(8).zip(words) {
+                    to.copy_from_slice(&word.load(Acquire).to_le_bytes());
+                }
+            });
             epoch.unprotect();
             return Ok(());
         }

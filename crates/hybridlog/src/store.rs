@@ -262,6 +262,8 @@ pub(crate) struct Inner<F: Functions> {
     /// session is in them before the next PREPARE ends), so an in-place
     /// update at REST needs no latch against such a copy.
     pub(crate) rest_settled: CachePadded<AtomicU32>,
+    /// Buffers kept for the checkpoints' file writers.
+    checkpoint_buffers: checkpoint::CheckpointBuffers,
     config: Config,
 }
 
@@ -552,6 +554,7 @@ impl<F: Functions> Store<F> {
             snapshot_running: AtomicU8::new(0),
             snapshot_captured: CachePadded::new(AtomicU64::new(0)),
             rest_settled: CachePadded::new(AtomicU32::new(version)),
+            checkpoint_buffers: checkpoint::CheckpointBuffers::default(),
             config,
         });
         // A flush that fails during a checkpoint must wake the driver: the
@@ -758,6 +761,7 @@ impl<F: Functions> Store<F> {
                 &inner.dir,
                 id,
                 &inner.index,
+                &inner.checkpoint_buffers,
                 inner.config.direct_io,
             )?;
             let l_i = inner.log.tail_address();
@@ -922,8 +926,8 @@ impl<F: Functions> Store<F> {
             &inner.dir,
             v,
             page_bits,
-            start,
-            l_e,
+            start..l_e,
+            &inner.checkpoint_buffers,
             inner.config.direct_io,
         )?;
         let mut pieces = Vec::new();
