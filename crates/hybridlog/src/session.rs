@@ -347,6 +347,12 @@ impl<F: Functions> Session<F> {
         self.local
     }
 
+    /// Whether the session took its REST for settled at its last refresh.
+    #[cfg(test)]
+    pub(crate) fn rest_settled_seen(&self) -> bool {
+        self.rest_settled
+    }
+
     /// Requests still pending.
     pub fn pending(&self) -> usize {
         self.pending.len()

@@ -633,6 +633,12 @@ impl<F: Functions> Store<F> {
         self.inner.system_state()
     }
 
+    /// The highest version whose REST every session has adopted.
+    #[cfg(test)]
+    pub(crate) fn rest_settled_version(&self) -> u32 {
+        self.inner.rest_settled.load(SeqCst)
+    }
+
     /// Every active session's view of the state machine, for diagnosing a
     /// checkpoint that does not finish: what each session has adopted and
     /// how many of its pending updates precede its CPR point. Also the

@@ -1,3 +1,4 @@
 //! Tests that need the crate's internals (the index's hash and tags).
 
 mod new_key_shift;
+mod rest_settled;
