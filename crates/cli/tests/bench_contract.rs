@@ -376,6 +376,8 @@ fn hybridlog_json_has_phases_checkpoints_and_recovery() {
         "2",
         "--mix",
         "rmw",
+        "--mutable-fraction",
+        "0.5",
         "--checkpoint-at",
         "0.5",
         "--recover",
@@ -440,6 +442,7 @@ fn hybridlog_json_has_phases_checkpoints_and_recovery() {
     assert!(recovery["read_mb_s"].as_f64().unwrap() > 0.0);
     assert_eq!(recovery["version"], checkpoint["version"]);
     assert_eq!(run["config"]["threads"], 2);
+    assert_eq!(run["config"]["mutable_fraction"], 0.5);
     assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
 }
 

@@ -110,6 +110,11 @@ pub(crate) struct HybridlogArgs {
     /// the default where the file system allows it).
     #[arg(long)]
     buffered_io: bool,
+    /// The share of the in-memory log that is mutable (`Config::
+    /// mutable_fraction`, FASTER's mutable region): below it an update
+    /// copies the record to the tail instead of updating it in place.
+    #[arg(long, default_value_t = 0.9)]
+    mutable_fraction: f64,
     /// Transparent huge pages for the index and the log's frames: on (the
     /// default, `Config::huge_pages`) or off (4 KiB pages).
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
@@ -343,6 +348,7 @@ struct RunConfig {
     threads: usize,
     duration_s: f64,
     memory_mb: u64,
+    mutable_fraction: f64,
     data_mb: f64,
     page_bytes: u64,
     index_buckets: usize,
@@ -441,6 +447,9 @@ fn check_args(args: &HybridlogArgs) -> Result<Mix, String> {
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err("--duration must be positive".into());
     }
+    if !(args.mutable_fraction > 0.0 && args.mutable_fraction <= 1.0) {
+        return Err("--mutable-fraction must be in (0, 1]".into());
+    }
     if args.dist == "zipf" && !(args.theta > 0.0 && args.theta != 1.0) {
         return Err("--theta must be positive and not 1".into());
     }
@@ -473,7 +482,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         index_buckets: config_buckets(args.keys),
         page_bits,
         memory_bytes: memory_mb << 20,
-        mutable_fraction: 0.9,
+        mutable_fraction: args.mutable_fraction,
         max_sessions: args.threads + 8,
         checkpoint_kind,
         shift_mode,
@@ -730,6 +739,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             threads: args.threads,
             duration_s: args.duration,
             memory_mb,
+            mutable_fraction: args.mutable_fraction,
             data_mb: data_bytes as f64 / 1e6,
             page_bytes: 1 << page_bits,
             index_buckets: config_buckets(args.keys),
