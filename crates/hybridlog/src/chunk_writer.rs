@@ -39,7 +39,8 @@ pub(crate) const SYNC_BYTES: u64 = 32 << 20;
 const DIRECT_WRITERS: usize = 2;
 
 /// Buffers of one size kept between the files a [`ChunkWriter`] writes
-/// (at most `keep` of them: the most one writer has out at once).
+/// (at most [`BufferPool::KEEP`] of them: the most one writer has out at
+/// once).
 #[derive(Debug)]
 pub(crate) struct BufferPool {
     free: Mutex<Vec<DirectVec>>,
@@ -204,8 +205,6 @@ impl ChunkWriter {
     /// the way).
     pub(crate) fn finish(mut self, mut last: DirectVec) -> Result<Box<dyn StorageFile>> {
         self.send(&mut last)?;
-        // `last`'s bytes go in a buffer of their own: `last` may be one
-        // grown past the pool's size, which the pool would not keep.
         self.submit(last, false)?;
         self.join()?;
         let file = self.file.take().expect("finished once");
