@@ -55,6 +55,15 @@ impl<'a> Value<'a> {
         out.truncate(self.len);
     }
 
+    /// Copies the value's bytes into `out`, which must have its length.
+    #[inline]
+    pub(crate) fn read_to_slice(&self, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), self.len);
+        for (chunk, word) in out.chunks_mut(8).zip(self.words) {
+            chunk.copy_from_slice(&word.load(Relaxed).to_le_bytes()[..chunk.len()]);
+        }
+    }
+
     /// Overwrites the value with `bytes`, which must have the value's length.
     pub fn write(&self, bytes: &[u8]) {
         assert_eq!(bytes.len(), self.len, "an in-place write keeps the length");

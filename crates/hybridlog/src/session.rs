@@ -43,6 +43,7 @@ use epochdb_epoch::EpochHandle;
 use crate::address::{FIRST_ADDRESS, INVALID_ADDRESS};
 use crate::error::{Error, Result};
 use crate::functions::{write_words, Functions, Value};
+use crate::index::Entry;
 use crate::io::{IoDone, IoMessage, IoRequest};
 use crate::log::Log;
 use crate::record::{
@@ -54,6 +55,10 @@ use crate::store::{Inner, OlderInPlace, ShiftMode};
 
 /// Operations between two automatic epoch refreshes.
 const REFRESH_EVERY_OPS: u32 = 64;
+
+/// The largest value an RMW's fast copy (`InPlace::Copy`) builds on the
+/// stack; larger ones go through `execute`.
+const SMALL_VALUE: usize = 64;
 
 /// The immediate outcome of an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +202,7 @@ enum First<'a> {
     /// The entry's first record, in memory at or above the bound, valid,
     /// holding the key (maybe a tombstone).
     Record {
+        entry: Entry<'a>,
         address: u64,
         frame: usize,
         header: Header,
@@ -519,8 +525,16 @@ impl<F: Functions> Session<F> {
             }
             true
         });
-        if let InPlace::Done = done {
-            return Ok(Status::Ok);
+        match done {
+            InPlace::Done => return Ok(Status::Ok),
+            InPlace::No => {
+                if let Some((mut entry, _)) = self.copy_source(key, hash) {
+                    if self.append_in_rest(key, &mut entry, value) {
+                        return Ok(Status::Ok);
+                    }
+                }
+            }
+            InPlace::Declined(_) => {}
         }
         self.execute(Op::Upsert(value), key, hash, None)
     }
@@ -534,7 +548,24 @@ impl<F: Functions> Session<F> {
             // The updater declined: `execute` copies the record to the tail
             // without asking it again.
             InPlace::Declined(address) => self.scratch.declined = address,
-            InPlace::No => {}
+            InPlace::No => match self.copy_source(key, hash) {
+                // A small value is copied on the stack; a larger one, or a
+                // copy that grows past it, goes to `execute`.
+                Some((mut entry, old)) if old.len() <= SMALL_VALUE => {
+                    let mut old_bytes = [0u8; SMALL_VALUE];
+                    let old_bytes = &mut old_bytes[..old.len()];
+                    old.read_to_slice(old_bytes);
+                    let len = functions.copy_len(old_bytes, &input);
+                    if len <= SMALL_VALUE {
+                        let mut new = [0u8; SMALL_VALUE];
+                        functions.copy(old_bytes, &input, &mut new[..len]);
+                        if self.append_in_rest(key, &mut entry, &new[..len]) {
+                            return Ok(Status::Ok);
+                        }
+                    }
+                }
+                _ => {}
+            },
         }
         self.execute(Op::Rmw(input), key, hash, None)
     }
@@ -567,6 +598,7 @@ impl<F: Functions> Session<F> {
         }
         let at = 2 + words(key_len);
         First::Record {
+            entry,
             address,
             frame,
             header,
@@ -636,6 +668,7 @@ impl<F: Functions> Session<F> {
                 frame,
                 header,
                 value,
+                ..
             } if !header.tombstone() => {
                 let allowed = match phase {
                     Phase::Rest => true,
@@ -689,6 +722,65 @@ impl<F: Functions> Session<F> {
             bucket.release_shared();
         }
         outcome
+    }
+
+    /// The source of an update's copy in REST (FASTER's read-copy-update,
+    /// §5.1), when `update_in_place` found no in-place case: the entry's
+    /// first record is live, in memory, holds the key and lies below safe
+    /// read-only (not in the fuzzy region). In REST `update_attempt` plans
+    /// the same append whatever the record's version. The bucket and the
+    /// record are in cache by now, so looking again costs little; the
+    /// in-place path stays as it was. Returns the entry read and the old
+    /// value.
+    #[inline(always)]
+    fn copy_source(&self, key: &[u8], hash: u64) -> Option<(Entry<'_>, Value<'_>)> {
+        if self.local.phase != Phase::Rest {
+            return None;
+        }
+        match self.first_record(key, hash, |log| log.head()) {
+            First::Record {
+                entry,
+                address,
+                header,
+                value,
+                ..
+            } if !header.tombstone() && address < self.inner.log.safe_read_only() => {
+                Some((entry, value))
+            }
+            _ => None,
+        }
+    }
+
+    /// Appends a record of `key` with `value` at the tail and swings
+    /// `entry` to it: an update's copy in REST (see [`Session::copy_source`]), as
+    /// [`Session::apply`] appends, without `execute`'s general machinery.
+    /// `false`: no room on the tail page, or another record entered the
+    /// chain first (the new record is then marked invalid); `execute`
+    /// takes over.
+    #[inline(always)]
+    fn append_in_rest(&self, key: &[u8], entry: &mut Entry<'_>, value: &[u8]) -> bool {
+        let log = &self.inner.log;
+        let bytes = record_bytes(key.len(), value.len());
+        if bytes > log.record_bytes_max() {
+            return false;
+        }
+        let Some(address) = log.allocate(bytes) else {
+            return false;
+        };
+        let record = log.words(address, bytes / 8);
+        let header = Header::new(entry.address(), record_version(self.local.version), false);
+        record[0].store(header.0, Relaxed);
+        record[1].store(lengths_word(key.len(), value.len()), Relaxed);
+        let key_words = words(key.len());
+        write_words(&record[2..2 + key_words], key);
+        write_words(&record[2 + key_words..], value);
+        // The CAS publishes the record (Release in `try_update`).
+        if entry.try_update(address) {
+            true
+        } else {
+            record[0].store(header.with_invalid().0, Relaxed);
+            false
+        }
     }
 
     /// Deletes `key` (appends a tombstone).
@@ -1342,7 +1434,7 @@ impl<F: Functions> Session<F> {
         &self,
         op: Op<&[u8], &F::Input>,
         key: &[u8],
-        entry: &mut crate::index::Entry<'_>,
+        entry: &mut Entry<'_>,
         version: u32,
         plan: Plan,
         disk: Option<(u64, &[u8])>,
