@@ -378,6 +378,8 @@ fn hybridlog_json_has_phases_checkpoints_and_recovery() {
         "rmw",
         "--mutable-fraction",
         "0.5",
+        "--prefetch",
+        "8",
         "--checkpoint-at",
         "0.5",
         "--recover",
@@ -443,6 +445,7 @@ fn hybridlog_json_has_phases_checkpoints_and_recovery() {
     assert_eq!(recovery["version"], checkpoint["version"]);
     assert_eq!(run["config"]["threads"], 2);
     assert_eq!(run["config"]["mutable_fraction"], 0.5);
+    assert_eq!(run["config"]["prefetch"], 8);
     assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
 }
 

@@ -501,6 +501,30 @@ impl<F: Functions> Session<F> {
         Ok(hash_key(key))
     }
 
+    /// Asks the CPU for the index bucket of `key` ahead of an operation on
+    /// it (a hint: changes nothing, never fails). A caller that knows its
+    /// next keys (a batch) can overlap their index misses with the
+    /// operations before them.
+    #[inline]
+    pub fn prefetch_bucket(&self, key: &[u8]) {
+        epochdb_memory::prefetch(self.inner.index.bucket(hash_key(key)));
+    }
+
+    /// The second prefetch stage, once the bucket has arrived (after
+    /// [`Session::prefetch_bucket`]): asks for the first record of `key`'s index
+    /// entry, if it is in memory. A hint like the first stage.
+    #[inline]
+    pub fn prefetch_record(&self, key: &[u8]) {
+        let inner = &*self.inner;
+        if let Some(entry) = inner.index.find(hash_key(key)) {
+            let address = entry.address();
+            let log = &inner.log;
+            if address >= log.head() {
+                epochdb_memory::prefetch(&log.record(address)[0]);
+            }
+        }
+    }
+
     /// Reads `key` into `out`.
     pub fn read(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<Status> {
         let hash = self.begin_op(key, 0)?;

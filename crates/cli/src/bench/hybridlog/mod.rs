@@ -115,6 +115,13 @@ pub(crate) struct HybridlogArgs {
     /// copies the record to the tail instead of updating it in place.
     #[arg(long, default_value_t = 0.9)]
     mutable_fraction: f64,
+    /// Software prefetch, as a caller that knows its next keys can do
+    /// (`Session::prefetch_bucket` and `Session::prefetch_record`): each
+    /// operation first asks for the index bucket of the key N operations
+    /// ahead in its batch and for the record of the key N/2 ahead. 0 (the
+    /// default): none, as FASTER's benchmark driver.
+    #[arg(long, default_value_t = 0)]
+    prefetch: usize,
     /// Transparent huge pages for the index and the log's frames: on (the
     /// default, `Config::huge_pages`) or off (4 KiB pages).
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
@@ -349,6 +356,7 @@ struct RunConfig {
     duration_s: f64,
     memory_mb: u64,
     mutable_fraction: f64,
+    prefetch: usize,
     data_mb: f64,
     page_bytes: u64,
     index_buckets: usize,
@@ -576,6 +584,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
                 .wrapping_mul(1_000_003)
                 .wrapping_add(thread as u64);
             let value_size = args.value_size;
+            let prefetch = args.prefetch;
             handles.push(scope.spawn(move || {
                 worker(
                     store,
@@ -583,6 +592,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
                     mix,
                     seed,
                     value_size,
+                    prefetch,
                     windows,
                     &counters[thread],
                     stop,
@@ -740,6 +750,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             duration_s: args.duration,
             memory_mb,
             mutable_fraction: args.mutable_fraction,
+            prefetch: args.prefetch,
             data_mb: data_bytes as f64 / 1e6,
             page_bytes: 1 << page_bits,
             index_buckets: config_buckets(args.keys),
@@ -864,6 +875,7 @@ fn worker(
     mix: Mix,
     seed: u64,
     value_size: usize,
+    prefetch: usize,
     windows: usize,
     counter: &AtomicU64,
     stop: &AtomicBool,
@@ -898,7 +910,21 @@ fn worker(
             *key = chooser.next(&mut rng, 0);
             *read = !mix.rmw && rng.gen_range(0..100) < mix.read_percent;
         }
-        for (&key, &read) in keys.iter().zip(&reads) {
+        // `--prefetch`: the first keys' buckets before the batch, then
+        // per operation one bucket and one record further ahead.
+        let records_ahead = prefetch / 2;
+        for key in keys.iter().take(prefetch) {
+            session.prefetch_bucket(&key.to_le_bytes());
+        }
+        for (i, (&key, &read)) in keys.iter().zip(&reads).enumerate() {
+            if prefetch > 0 {
+                if let Some(ahead) = keys.get(i + prefetch) {
+                    session.prefetch_bucket(&ahead.to_le_bytes());
+                }
+                if let Some(ahead) = keys.get(i + records_ahead) {
+                    session.prefetch_record(&ahead.to_le_bytes());
+                }
+            }
             let key = key.to_le_bytes();
             let sampled = result.ops.is_multiple_of(LATENCY_SAMPLE_EVERY);
             let began = sampled.then(Instant::now);

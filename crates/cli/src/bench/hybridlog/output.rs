@@ -13,7 +13,7 @@ pub(super) fn print_summary(r: &Report) {
     let c = &r.config;
     println!();
     println!(
-        "hybridlog: {} keys, {} B values, mix {}, {}, {} threads, {} MiB frames ({:.0}% mutable; {:.1} MB records)",
+        "hybridlog: {} keys, {} B values, mix {}, {}, {} threads, {} MiB frames ({:.0}% mutable; {:.1} MB records){}",
         c.keys,
         c.value_size,
         c.mix,
@@ -21,7 +21,12 @@ pub(super) fn print_summary(r: &Report) {
         c.threads,
         c.memory_mb,
         c.mutable_fraction * 100.0,
-        c.data_mb
+        c.data_mb,
+        if c.prefetch > 0 {
+            format!(", prefetch {} ahead", c.prefetch)
+        } else {
+            String::new()
+        }
     );
     println!(
         "  {:>10} ops/s ({} per thread); latency (sampled, ns) p50 {} p99 {} p999 {}; log {:.1} MB",
