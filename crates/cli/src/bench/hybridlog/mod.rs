@@ -867,6 +867,23 @@ fn load(
     })
 }
 
+/// `--prefetch`'s hints: the bucket of `keys[bucket]` and the record of
+/// `keys[record]`, where the batch has them.
+#[inline(never)]
+fn prefetch_ahead(
+    session: &epochdb_hybridlog::Session<AddFirstWord>,
+    keys: &[u64],
+    bucket: usize,
+    record: usize,
+) {
+    if let Some(key) = keys.get(bucket) {
+        session.prefetch_bucket(&key.to_le_bytes());
+    }
+    if let Some(key) = keys.get(record) {
+        session.prefetch_record(&key.to_le_bytes());
+    }
+}
+
 /// One session's run: batches of 64 operations between clock checks.
 #[allow(clippy::too_many_arguments)]
 fn worker(
@@ -913,17 +930,14 @@ fn worker(
         // `--prefetch`: the first keys' buckets before the batch, then
         // per operation one bucket and one record further ahead.
         let records_ahead = prefetch / 2;
-        for key in keys.iter().take(prefetch) {
-            session.prefetch_bucket(&key.to_le_bytes());
+        if prefetch > 0 {
+            for i in 0..prefetch {
+                prefetch_ahead(&session, &keys, i, usize::MAX);
+            }
         }
         for (i, (&key, &read)) in keys.iter().zip(&reads).enumerate() {
             if prefetch > 0 {
-                if let Some(ahead) = keys.get(i + prefetch) {
-                    session.prefetch_bucket(&ahead.to_le_bytes());
-                }
-                if let Some(ahead) = keys.get(i + records_ahead) {
-                    session.prefetch_record(&ahead.to_le_bytes());
-                }
+                prefetch_ahead(&session, &keys, i + prefetch, i + records_ahead);
             }
             let key = key.to_le_bytes();
             let sampled = result.ops.is_multiple_of(LATENCY_SAMPLE_EVERY);
