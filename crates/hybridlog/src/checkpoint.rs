@@ -542,6 +542,23 @@ impl Default for CheckpointBuffers {
     }
 }
 
+impl CheckpointBuffers {
+    /// The pools for a store with `log_memory_bytes` of frames: made ready
+    /// at once (see [`BufferPool::warm`]) when they are at most half that
+    /// size, so that a large store's first checkpoint writes as fast as
+    /// its later ones; a small store (tests open hundreds) makes them on
+    /// demand instead of holding ~50 MiB from the start.
+    pub(crate) fn for_log_memory(log_memory_bytes: u64) -> Self {
+        let buffers = CheckpointBuffers::default();
+        let kept = buffers.index.kept_bytes() + buffers.snapshot.kept_bytes();
+        if 2 * kept as u64 <= log_memory_bytes {
+            buffers.index.warm();
+            buffers.snapshot.warm();
+        }
+        buffers
+    }
+}
+
 impl<'s> SnapshotWriter<'s> {
     /// Starts `snap-<version>.dat.tmp` (replacing a leftover) with its
     /// header block, for the log addresses `addresses`, written from

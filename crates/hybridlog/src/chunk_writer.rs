@@ -56,6 +56,26 @@ impl BufferPool {
         }
     }
 
+    /// Fills the pool with all the buffers it keeps, each written once so
+    /// that its pages are mapped: the first checkpoint then finds them
+    /// ready. Allocating them during that checkpoint (the kernel mapping
+    /// and zeroing tens of MiB) held its snapshot's log write to 1.0–1.1
+    /// GB/s against 1.8–2.0 GB/s later (BENCHMARKS.md, session 22).
+    pub(crate) fn warm(&self) {
+        let mut free = self.free.lock();
+        while free.len() < Self::KEEP {
+            let mut buf = DirectVec::with_capacity(self.capacity);
+            buf.resize(self.capacity, 0);
+            buf.clear();
+            free.push(buf);
+        }
+    }
+
+    /// Bytes of the buffers the pool keeps at most.
+    pub(crate) fn kept_bytes(&self) -> usize {
+        Self::KEEP * self.capacity
+    }
+
     /// The most buffers kept: as many as a writer with [`DIRECT_WRITERS`]
     /// threads has out at once (one filling, one queued and one being
     /// written per thread).
