@@ -378,6 +378,20 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
+    fn prefetch_changes_nothing() {
+        let region = Region::new(4096, HugePages::Off, |i| AtomicU64::new(i as u64));
+        for word in region.iter().step_by(8) {
+            prefetch(word);
+        }
+        // The last word too: its cache line is the region's last.
+        prefetch(&region[4095]);
+        assert!(region
+            .iter()
+            .enumerate()
+            .all(|(i, w)| w.load(Relaxed) == i as u64));
+    }
+
+    #[test]
     #[cfg_attr(miri, ignore = "files need -Zmiri-disable-isolation")]
     fn words_are_written_in_memory_order() {
         let dir = std::env::temp_dir().join(format!("epochdb-memory-{}", std::process::id()));
