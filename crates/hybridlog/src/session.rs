@@ -48,7 +48,6 @@ use crate::io::{IoDone, IoMessage, IoRequest};
 use crate::log::Log;
 use crate::record::{
     hash_key, key_words, lengths_word, record_bytes, record_version, split_lengths, words, Header,
-    RECORD_HEADER_BYTES,
 };
 use crate::state::{Phase, SystemState};
 use crate::store::{Inner, OlderInPlace, ShiftMode};
@@ -56,8 +55,8 @@ use crate::store::{Inner, OlderInPlace, ShiftMode};
 /// Operations between two automatic epoch refreshes.
 const REFRESH_EVERY_OPS: u32 = 64;
 
-/// The largest value an RMW's fast copy (`InPlace::Copy`) builds on the
-/// stack; larger ones go through `execute`.
+/// The largest value an RMW's copy in REST (`Session::copy_source`)
+/// builds on the stack; larger ones go through `execute`.
 const SMALL_VALUE: usize = 64;
 
 /// The immediate outcome of an operation.
@@ -775,24 +774,37 @@ impl<F: Functions> Session<F> {
         }
     }
 
-    /// Appends a record of `key` with `value` at the tail and swings
-    /// `entry` to it: an update's copy in REST (see [`Session::copy_source`]), as
-    /// [`Session::apply`] appends, without `execute`'s general machinery.
-    /// `false`: no room on the tail page, or another record entered the
-    /// chain first (the new record is then marked invalid); `execute`
+    /// An update's copy in REST (see [`Session::copy_source`]): appends
+    /// `key` with `value` as the session's version, without `execute`'s
+    /// general machinery. `false`: too large for a page, no room on the
+    /// tail page, or another record entered the chain first; `execute`
     /// takes over.
     #[inline(always)]
     fn append_in_rest(&self, key: &[u8], entry: &mut Entry<'_>, value: &[u8]) -> bool {
+        record_bytes(key.len(), value.len()) <= self.inner.log.record_bytes_max()
+            && self.append(key, entry, record_version(self.local.version), false, value)
+                == Some(true)
+    }
+
+    /// Appends a record of `key` (version `version`, a record version)
+    /// with `value` at the tail and swings `entry` to it by CAS, the only
+    /// way a record enters a chain. `None`: no room on the tail page (a
+    /// new one is being opened); `Some(false)`: another record entered
+    /// the chain first, and the new one is marked invalid.
+    #[inline(always)]
+    fn append(
+        &self,
+        key: &[u8],
+        entry: &mut Entry<'_>,
+        version: u32,
+        tombstone: bool,
+        value: &[u8],
+    ) -> Option<bool> {
         let log = &self.inner.log;
         let bytes = record_bytes(key.len(), value.len());
-        if bytes > log.record_bytes_max() {
-            return false;
-        }
-        let Some(address) = log.allocate(bytes) else {
-            return false;
-        };
+        let address = log.allocate(bytes)?;
         let record = log.words(address, bytes / 8);
-        let header = Header::new(entry.address(), record_version(self.local.version), false);
+        let header = Header::new(entry.address(), version, tombstone);
         record[0].store(header.0, Relaxed);
         record[1].store(lengths_word(key.len(), value.len()), Relaxed);
         let key_words = words(key.len());
@@ -800,10 +812,10 @@ impl<F: Functions> Session<F> {
         write_words(&record[2 + key_words..], value);
         // The CAS publishes the record (Release in `try_update`).
         if entry.try_update(address) {
-            true
+            Some(true)
         } else {
             record[0].store(header.with_invalid().0, Relaxed);
-            false
+            Some(false)
         }
     }
 
@@ -1540,25 +1552,9 @@ impl<F: Functions> Session<F> {
             bytes <= log.record_bytes_max(),
             "an RMW grew a value past the page size ({bytes} bytes)"
         );
-        let Some(address) = log.allocate(bytes) else {
-            return Outcome::Retry;
-        };
-        let record = log.words(address, bytes / 8);
-        let header = Header::new(entry.address(), version, tombstone);
-        record[0].store(header.0, Relaxed);
-        record[1].store(lengths_word(key.len(), value.len()), Relaxed);
-        let key_words = self.key_buf.len();
-        for (word, k) in record[2..2 + key_words].iter().zip(&self.key_buf) {
-            word.store(*k, Relaxed);
-        }
-        write_words(&record[2 + key_words..], value);
-        debug_assert_eq!(RECORD_HEADER_BYTES, 16);
-        // The CAS publishes the record (Release in `try_update`).
-        if entry.try_update(address) {
-            Outcome::Done(Status::Ok)
-        } else {
-            record[0].store(header.with_invalid().0, Relaxed);
-            Outcome::Retry
+        match self.append(key, entry, version, tombstone, value) {
+            Some(true) => Outcome::Done(Status::Ok),
+            Some(false) | None => Outcome::Retry,
         }
     }
 }
