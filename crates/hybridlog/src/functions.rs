@@ -59,6 +59,11 @@ impl<'a> Value<'a> {
     #[inline]
     pub(crate) fn read_to_slice(&self, out: &mut [u8]) {
         debug_assert_eq!(out.len(), self.len);
+        if let (Ok(one), [word]) = (<&mut [u8; 8]>::try_from(&mut *out), self.words) {
+            // The fixed 8-byte value: one load.
+            *one = word.load(Relaxed).to_le_bytes();
+            return;
+        }
         for (chunk, word) in out.chunks_mut(8).zip(self.words) {
             chunk.copy_from_slice(&word.load(Relaxed).to_le_bytes()[..chunk.len()]);
         }
@@ -72,7 +77,13 @@ impl<'a> Value<'a> {
 }
 
 /// Stores `bytes` into `words`, zero-padding the last word.
+#[inline]
 pub(crate) fn write_words(words: &[AtomicU64], bytes: &[u8]) {
+    if let (Ok(one), [word]) = (<[u8; 8]>::try_from(bytes), words) {
+        // The fixed 8-byte key or value: one store.
+        word.store(u64::from_le_bytes(one), Relaxed);
+        return;
+    }
     for (word, chunk) in words.iter().zip(bytes.chunks(8)) {
         let mut buf = [0u8; 8];
         buf[..chunk.len()].copy_from_slice(chunk);
