@@ -371,6 +371,24 @@ pub fn anon_huge_page_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Starts loading the cache line holding `value` into all cache levels
+/// (a software prefetch), so that a miss on it overlaps other work. A
+/// hint only: it never faults and changes nothing in memory. The CPU does
+/// not order it against locked instructions, so it also runs ahead of a
+/// compare-and-swap that would hold back an ordinary load.
+#[inline(always)]
+pub fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: prefetching is a hint; it never faults, and `value` is a
+        // valid reference anyway.
+        unsafe { _mm_prefetch((value as *const T).cast::<i8>(), _MM_HINT_T0) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -476,22 +494,4 @@ mod tests {
         }
         assert!("maybe".parse::<HugePages>().is_err());
     }
-}
-
-/// Starts loading the cache line holding `value` into all cache levels
-/// (a software prefetch), so that a miss on it overlaps other work. A
-/// hint only: it never faults and changes nothing in memory. The CPU does
-/// not order it against locked instructions, so it also runs ahead of a
-/// compare-and-swap that would hold back an ordinary load.
-#[inline(always)]
-pub fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: prefetching is a hint; it never faults, and `value` is a
-        // valid reference anyway.
-        unsafe { _mm_prefetch((value as *const T).cast::<i8>(), _MM_HINT_T0) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
