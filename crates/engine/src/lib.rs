@@ -18,7 +18,6 @@ pub mod durability;
 mod error;
 mod index;
 mod pool;
-mod prefetch;
 mod record;
 mod table;
 mod ticket;

@@ -214,7 +214,7 @@ impl Record {
     /// front of an inline value.
     #[inline(always)]
     pub(crate) fn prefetch(&self) {
-        crate::prefetch::prefetch_lines(self, PREFETCH_LINES);
+        epochdb_memory::prefetch_lines(self, PREFETCH_LINES);
     }
 
     /// The current word, without waiting for a lock.

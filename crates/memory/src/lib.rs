@@ -13,6 +13,10 @@
 //!   the index is first written (BENCHMARKS.md, "Huge pages for the
 //!   HybridLog", measures both).
 //!
+//! It also holds the software prefetch hints ([`prefetch`],
+//! [`prefetch_lines`]) the engine and the HybridLog issue ahead of their
+//! cache misses.
+//!
 //! A [`Region`] holds `len` values of a [`Zeroable`] type in an anonymous
 //! private mapping. Such a mapping reads as zeros, which is a valid value of
 //! every `Zeroable` type, so the region is initialised from the moment it
@@ -371,6 +375,9 @@ pub fn anon_huge_page_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Bytes in a cache line.
+const LINE: usize = 64;
+
 /// Starts loading the cache line holding `value` into all cache levels
 /// (a software prefetch), so that a miss on it overlaps other work. A
 /// hint only: it never faults and changes nothing in memory. The CPU does
@@ -378,15 +385,26 @@ pub fn anon_huge_page_bytes() -> u64 {
 /// compare-and-swap that would hold back an ordinary load.
 #[inline(always)]
 pub fn prefetch<T>(value: &T) {
+    prefetch_lines(value, 1);
+}
+
+/// Starts loading the `lines` cache lines from `base` into all cache
+/// levels, as [`prefetch`] does for one. `base` need not point into a
+/// live object: a prefetch never faults, even past an object's end.
+#[inline(always)]
+pub fn prefetch_lines<T>(base: *const T, lines: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: prefetching is a hint; it never faults, and `value` is a
-        // valid reference anyway.
-        unsafe { _mm_prefetch((value as *const T).cast::<i8>(), _MM_HINT_T0) };
+        let base = base.cast::<i8>();
+        for line in 0..lines {
+            // SAFETY: prefetching is a hint; it never faults, even for
+            // addresses past the object.
+            unsafe { _mm_prefetch(base.wrapping_add(line * LINE), _MM_HINT_T0) };
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    let _ = (base, lines);
 }
 
 #[cfg(test)]

@@ -150,7 +150,7 @@ const PREFETCH_LINES: usize = 9;
 /// whole nodes).
 #[inline(always)]
 fn prefetch(node: *const Header) {
-    crate::prefetch::prefetch_lines(node, PREFETCH_LINES);
+    epochdb_memory::prefetch_lines(node, PREFETCH_LINES);
 }
 
 /// Why an optimistic step failed: start again from the root.

@@ -141,7 +141,7 @@ fn prefetch_ahead(buffer: &Vec<u8>) {
     // Four lines, none past the vector's allocation.
     let from = buffer.len() + PREFETCH_DISTANCE;
     let room = buffer.capacity().saturating_sub(from);
-    crate::prefetch::prefetch_lines(buffer.as_ptr().wrapping_add(from), room.div_ceil(64).min(4));
+    epochdb_memory::prefetch_lines(buffer.as_ptr().wrapping_add(from), room.div_ceil(64).min(4));
 }
 
 /// The `WorkerLog` of the `log` and `silor` modes.

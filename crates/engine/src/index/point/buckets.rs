@@ -212,7 +212,7 @@ impl Table {
     /// Starts loading the home bucket of `hash` into cache.
     #[inline]
     pub(super) fn prefetch(&self, hash: u64) {
-        crate::prefetch::prefetch_lines(self.home(hash), 1);
+        epochdb_memory::prefetch_lines(self.home(hash), 1);
     }
 
     /// The word for `key`: a miss if absent or if a writer was in the way
