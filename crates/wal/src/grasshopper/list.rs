@@ -33,6 +33,8 @@ use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use super::hindex::HIndex;
+#[cfg(not(loom))]
+use super::slab::NodeSlab;
 use crate::error::WalError;
 use crate::lsn::LsnRange;
 use crate::sync::{AtomicBool, AtomicPtr, UnsafeCell};
@@ -41,7 +43,8 @@ use crate::sync::{AtomicBool, AtomicPtr, UnsafeCell};
 /// LSNs once they are durable, or with the error that stopped the log.
 pub type Callback = Box<dyn FnOnce(Result<LsnRange, WalError>) + Send>;
 
-/// A pending LSN node.
+/// A pending LSN node, on a cache line of its own (see `slab.rs`).
+#[repr(align(64))]
 pub(crate) struct CNode {
     /// Immutable once published.
     pub(crate) start: u64,
@@ -58,15 +61,15 @@ pub(crate) struct CNode {
 }
 
 impl CNode {
-    fn alloc(start: u64, end: u64, callback: Option<Callback>) -> *mut CNode {
-        Box::into_raw(Box::new(CNode {
+    pub(crate) fn new(start: u64, end: u64, callback: Option<Callback>) -> CNode {
+        CNode {
             start,
             end,
             next: AtomicPtr::new(ptr::null_mut()),
             callback: UnsafeCell::new(callback),
             #[cfg(loom)]
             freed: UnsafeCell::new(false),
-        }))
+        }
     }
 
     /// Asserts (under loom) that the node has not been freed.
@@ -119,6 +122,10 @@ pub(crate) struct GList {
     /// Set by the owner when its handle is dropped and everything it
     /// appended is durable; the worker then forgets the list.
     pub(crate) retired: AtomicBool,
+    /// Owner only: where c-nodes are allocated (loom models allocate each
+    /// on the heap, so that a freed node's memory is never reused).
+    #[cfg(not(loom))]
+    slab: NodeSlab,
     /// Under loom, nodes "freed" by gc, really freed with the list.
     #[cfg(loom)]
     graveyard: UnsafeCell<Vec<*mut CNode>>,
@@ -134,7 +141,12 @@ unsafe impl Sync for GList {}
 impl GList {
     /// An empty list whose dummy node ends at `start`.
     pub(crate) fn new(start: u64) -> Self {
-        let c = CNode::alloc(start, start, None);
+        #[cfg(not(loom))]
+        let slab = NodeSlab::new();
+        #[cfg(not(loom))]
+        let c = slab.alloc(CNode::new(start, start, None));
+        #[cfg(loom)]
+        let c = Box::into_raw(Box::new(CNode::new(start, start, None)));
         let h = HNode::alloc(0, c);
         GList {
             tail: AtomicPtr::new(c),
@@ -144,9 +156,20 @@ impl GList {
             head: CachePadded::new(UnsafeCell::new(c)),
             h_head: CachePadded::new(UnsafeCell::new(h)),
             retired: AtomicBool::new(false),
+            #[cfg(not(loom))]
+            slab,
             #[cfg(loom)]
             graveyard: UnsafeCell::new(Vec::new()),
         }
+    }
+
+    /// A new c-node (owner only): from the slab, or under loom the heap.
+    fn alloc_cnode(&self, start: u64, end: u64, callback: Option<Callback>) -> *mut CNode {
+        let node = CNode::new(start, end, callback);
+        #[cfg(not(loom))]
+        return self.slab.alloc(node);
+        #[cfg(loom)]
+        return Box::into_raw(Box::new(node));
     }
 
     // ---- the owning database thread -------------------------------------
@@ -167,7 +190,7 @@ impl GList {
         hindex: &HIndex,
     ) {
         debug_assert!(start < end);
-        let node = CNode::alloc(start, end, callback);
+        let node = self.alloc_cnode(start, end, callback);
         // Step 1. Release publishes the node's fields and the ring bytes.
         let tail = self.tail.load(Relaxed);
         // SAFETY: the tail is never freed (gc stops at a node with no next).
@@ -263,14 +286,33 @@ impl GList {
     /// `node` is unreachable for every other thread.
     unsafe fn free_cnode(&self, node: *mut CNode) {
         #[cfg(not(loom))]
-        // SAFETY: forwarded.
-        drop(unsafe { Box::from_raw(node) });
+        // SAFETY: forwarded; the list frees its nodes in push order (gc
+        // walks the c-list).
+        unsafe {
+            self.slab.free(node)
+        };
         #[cfg(loom)]
         // SAFETY: forwarded; the graveyard is owner-only.
         unsafe {
             (*node).freed.with_mut(|f| *f = true);
             self.graveyard.with_mut(|g| (*g).push(node));
         }
+    }
+
+    /// Frees a node while the list is dropped (in push order, from gc).
+    ///
+    /// # Safety
+    ///
+    /// The list is being dropped; `node` is its oldest node not yet freed.
+    unsafe fn free_cnode_at_drop(&self, node: *mut CNode) {
+        #[cfg(not(loom))]
+        // SAFETY: forwarded.
+        unsafe {
+            self.slab.free(node)
+        };
+        #[cfg(loom)]
+        // SAFETY: forwarded; loom's nodes are on the heap.
+        drop(unsafe { Box::from_raw(node) });
     }
 
     // ---- the ELEDA worker -------------------------------------------------
@@ -340,7 +382,7 @@ impl Drop for GList {
             let mut c = self.gc.with(|p| *p);
             while !c.is_null() {
                 let next = (*c).next.load(Relaxed);
-                drop(Box::from_raw(c));
+                self.free_cnode_at_drop(c);
                 c = next;
             }
             let mut h = self.h_head.with(|p| *p);

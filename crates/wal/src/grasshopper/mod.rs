@@ -10,6 +10,8 @@
 
 pub(crate) mod hindex;
 pub(crate) mod list;
+#[cfg(not(loom))]
+mod slab;
 pub(crate) mod worker;
 
 use std::sync::atomic::Ordering::Release;
