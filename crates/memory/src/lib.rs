@@ -394,15 +394,7 @@ pub fn prefetch<T>(value: &T) {
 #[inline(always)]
 pub fn prefetch_lines<T>(base: *const T, lines: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let base = base.cast::<i8>();
-        for line in 0..lines {
-            // SAFETY: prefetching is a hint; it never faults, even for
-            // addresses past the object.
-            unsafe { _mm_prefetch(base.wrapping_add(line * LINE), _MM_HINT_T0) };
-        }
-    }
+    prefetch_lines_with::<{ std::arch::x86_64::_MM_HINT_T0 }>(base.cast(), lines);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (base, lines);
 }
@@ -414,17 +406,20 @@ pub fn prefetch_lines<T>(base: *const T, lines: usize) {
 #[inline(always)]
 pub fn prefetch_lines_for_write<T>(base: *const T, lines: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-        let base = base.cast::<i8>();
-        for line in 0..lines {
-            // SAFETY: prefetching is a hint; it never faults, even for
-            // addresses past the object.
-            unsafe { _mm_prefetch(base.wrapping_add(line * LINE), _MM_HINT_ET0) };
-        }
-    }
+    prefetch_lines_with::<{ std::arch::x86_64::_MM_HINT_ET0 }>(base.cast(), lines);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (base, lines);
+}
+
+/// `_mm_prefetch` with `HINT` for each of `lines` lines from `base`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_lines_with<const HINT: i32>(base: *const i8, lines: usize) {
+    for line in 0..lines {
+        // SAFETY: prefetching is a hint; it never faults, even for
+        // addresses past the object.
+        unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(base.wrapping_add(line * LINE)) };
+    }
 }
 
 #[cfg(test)]
