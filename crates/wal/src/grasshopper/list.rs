@@ -299,22 +299,6 @@ impl GList {
         }
     }
 
-    /// Frees a node while the list is dropped (in push order, from gc).
-    ///
-    /// # Safety
-    ///
-    /// The list is being dropped; `node` is its oldest node not yet freed.
-    unsafe fn free_cnode_at_drop(&self, node: *mut CNode) {
-        #[cfg(not(loom))]
-        // SAFETY: forwarded.
-        unsafe {
-            self.slab.free(node)
-        };
-        #[cfg(loom)]
-        // SAFETY: forwarded; loom's nodes are on the heap.
-        drop(unsafe { Box::from_raw(node) });
-    }
-
     // ---- the ELEDA worker -------------------------------------------------
 
     /// The c-list tail (Table 2: worker R). Acquire: the node's fields and
@@ -382,7 +366,9 @@ impl Drop for GList {
             let mut c = self.gc.with(|p| *p);
             while !c.is_null() {
                 let next = (*c).next.load(Relaxed);
-                self.free_cnode_at_drop(c);
+                // In push order, from gc on; under loom into the graveyard
+                // freed below.
+                self.free_cnode(c);
                 c = next;
             }
             let mut h = self.h_head.with(|p| *p);
