@@ -6,7 +6,7 @@ use std::ops::Bound::Unbounded;
 use std::path::Path;
 use std::time::Duration;
 
-use epochdb_engine::{Config, Database, DurabilityError, DurabilityKind, OpenError};
+use epochdb_engine::{Config, Database, DurabilityError, DurabilityKind, OpenError, SilorOptions};
 
 fn config(mode: DurabilityKind, dir: &Path) -> Config {
     Config {
@@ -84,6 +84,40 @@ fn acknowledged_commits_survive_reopen_in_both_modes() {
         assert_eq!(count_with_tag(&db, 2), (450, 250), "{mode}");
         assert_eq!(count_with_tag(&db, 1).1, 200, "{mode}");
     }
+}
+
+#[test]
+fn a_log_rotates_by_size_and_recovery_replays_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let sized = |dir: &Path| Config {
+        silor: SilorOptions {
+            rotate_bytes: 1 << 20,
+            // Never by epochs: the size alone rotates.
+            rotate_epochs: 1_000_000,
+            ..SilorOptions::default()
+        },
+        ..config(DurabilityKind::Log, dir)
+    };
+    let rows = 60_000;
+    {
+        let db = Database::open(sized(dir.path())).unwrap();
+        write_batch(&db, 0, rows, 1);
+        assert!(db.durability_stats().log_rotations >= 3);
+    }
+    let old_files = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("old_data.")
+        })
+        .count();
+    // Several MB of log in files of about 1 MiB.
+    assert!(old_files >= 3, "{old_files} rotated files");
+    let db = Database::open(config(DurabilityKind::Log, dir.path())).unwrap();
+    let report = db.recovery_report().unwrap().clone();
+    assert_eq!(report.records, rows, "{report:?}");
+    assert_eq!(report.log_entries, rows, "{report:?}");
+    assert_eq!(count_with_tag(&db, 1), (rows as usize, rows as usize));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Loggers (silor §3.3–3.5): one per log directory. A logger writes the
 //! buffers its workers hand it to `data.log` as they come and recycles each
 //! right after the write (§3.4); it regularly computes its epoch `e_l`,
-//! syncs, and publishes `e_l` (§3.5 steps 2–4); every 100 epochs it renames
+//! syncs, and publishes `e_l` (§3.5 steps 2–4); every 100 epochs (or
+//! `SilorOptions::rotate_bytes`, whichever comes first) it renames
 //! `data.log` to `old_data.<e>` (§3.5). Logger 0 is the distinguished one:
 //! it computes `e_p = min(e_l) − 1`, appends it to `pepoch`, syncs, and
 //! only then publishes it to the watermark tickets wait on (steps 5–6).
@@ -40,6 +41,26 @@ pub(crate) fn idle_poll_interval(epoch_interval: Duration) -> Duration {
     epoch_interval
         .min(Duration::from_millis(1))
         .max(poll_interval(epoch_interval))
+}
+
+/// Hands `write` the buffers in `full` now, oldest first, and none handed
+/// over while it runs: with a disk slower than the workers the channel
+/// refills as fast as it drains, and draining it until empty would put off
+/// the sync after it, and with it every commit's durability, without bound
+/// (seen at 12 TPC-C workers: p50 latency to durability 2.2 s). A buffer
+/// whose hand-over completed before the call is counted by `len` and, the
+/// channel being FIFO, is among the first `len` received.
+fn write_those_present<E>(
+    full: &Receiver<Vec<u8>>,
+    mut write: impl FnMut(Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    for _ in 0..full.len() {
+        match full.try_recv() {
+            Ok(buffer) => write(buffer)?,
+            Err(_) => break,
+        }
+    }
+    Ok(())
 }
 
 /// The `pepoch` file is rewritten (atomically) once appends grow it past this.
@@ -247,9 +268,8 @@ impl Logger {
         let e_l = self.compute_e_l()?;
         // Buffers handed over before their worker advanced e_w are in the
         // channel now: write them before the sync that covers e_l.
-        while let Ok(buffer) = self.shared().full.1.try_recv() {
-            self.write(buffer)?;
-        }
+        let full = self.shared().full.1.clone();
+        write_those_present(&full, |buffer| self.write(buffer))?;
         let published = self.shared().e_l.load(Ordering::Acquire);
         if e_l > published {
             if self.unsynced {
@@ -332,13 +352,17 @@ impl Logger {
     }
 
     /// Renames `data.log` to `old_data.<e>` once it spans the rotation
-    /// interval (silor §3.5: every 100 epochs). The file is synced first,
-    /// so a rotated file never has a torn tail.
+    /// interval (silor §3.5: every 100 epochs) or holds
+    /// `SilorOptions::rotate_bytes`. The file is synced first, so a rotated
+    /// file never has a torn tail.
     fn maybe_rotate(&mut self) -> Result<(), StorageError> {
         let Some(first) = self.file_first_epoch else {
             return Ok(());
         };
-        if self.file_max_epoch < first + self.inner.options.rotate_epochs {
+        let options = &self.inner.options;
+        if self.file_max_epoch < first + options.rotate_epochs
+            && self.file_len < options.rotate_bytes
+        {
             return Ok(());
         }
         self.trim_and_sync()?;
@@ -431,6 +455,29 @@ pub(crate) fn run_logger(logger: Logger) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cycle_writes_the_buffers_present_and_not_those_that_refill_the_channel() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for n in 0..3u8 {
+            tx.send(vec![n]).unwrap();
+        }
+        let mut written = Vec::new();
+        // Each write lets a worker hand over another buffer, as when the
+        // disk is the bottleneck: the drain must still end.
+        write_those_present(&rx, |buffer| {
+            written.push(buffer[0]);
+            if written.len() > 10 {
+                return Err("the drain did not stop");
+            }
+            tx.send(vec![100 + buffer[0]]).unwrap();
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(written, [0, 1, 2]);
+        // The refills wait for the next cycle, oldest first.
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), [[100], [101], [102]]);
+    }
 
     #[test]
     fn an_idle_logger_waits_up_to_an_epoch_of_at_most_a_millisecond() {

@@ -58,6 +58,12 @@ pub struct SilorOptions {
     /// `data.log` becomes `old_data.<e>` once it spans this many epochs
     /// (§3.5: 100).
     pub rotate_epochs: u64,
+    /// … or once it holds this many bytes, whichever comes first (ours,
+    /// not the paper's). Recovery replays a directory's files in parallel,
+    /// one thread per file (§5.2), so a file's size bounds how well replay
+    /// spreads over the cores: 100 epochs of a busy logger is gigabytes
+    /// in one file, which one thread replays alone.
+    pub rotate_bytes: u64,
     /// `C`: a checkpoint starts this long after the previous one finished
     /// (§4.3: about 10 s). `silor` and `wal` modes.
     pub checkpoint_interval: Duration,
@@ -90,6 +96,7 @@ impl Default for SilorOptions {
             log_buffer_bytes: 512 << 10,
             buffers_per_worker: 16,
             rotate_epochs: 100,
+            rotate_bytes: 128 << 20,
             checkpoint_interval: Duration::from_secs(10),
             checkpoint_files_per_table: 0,
             checkpoint_block_bytes: 256 << 10,
@@ -130,6 +137,9 @@ impl SilorOptions {
         }
         if self.rotate_epochs == 0 {
             return Err("rotate_epochs must be at least 1".into());
+        }
+        if self.rotate_bytes < 1 << 20 {
+            return Err("rotate_bytes must be at least 1 MiB".into());
         }
         if self.checkpoint_block_bytes < 4096 {
             return Err("checkpoint_block_bytes must be at least 4096".into());
