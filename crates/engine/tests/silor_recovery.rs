@@ -121,6 +121,30 @@ fn a_log_rotates_by_size_and_recovery_replays_every_file() {
 }
 
 #[test]
+fn checkpoint_files_per_table_count_every_core_when_threads_are_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let pinned = Config {
+        pin_threads: true,
+        workers: 1,
+        ..config(DurabilityKind::Silor, dir.path())
+    };
+    let db = Database::open(pinned).unwrap();
+    write_batch(&db, 0, 20_000, 1);
+    // The checkpointers run on the cores the worker leaves; recovery will
+    // have every core, and loads one file of each table per thread.
+    db.checkpoint().unwrap();
+    let files = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("ckpt.1.t0.")
+        })
+        .count();
+    assert_eq!(files, cores);
+}
+
+#[test]
 fn checkpoint_installs_and_recovery_uses_it() {
     let dir = tempfile::tempdir().unwrap();
     {

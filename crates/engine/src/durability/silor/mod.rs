@@ -68,7 +68,10 @@ pub struct SilorOptions {
     /// (§4.3: about 10 s). `silor` and `wal` modes.
     pub checkpoint_interval: Duration,
     /// `m`: files per table per checkpointer, one per recovery thread that
-    /// will load them (§4.2). 0: one per core divided among directories.
+    /// will load them (§4.2). 0: one per core divided among directories,
+    /// counted when the database opens (on the opening thread: a
+    /// checkpointer pinned to the cores the workers leave would count
+    /// only those).
     pub checkpoint_files_per_table: usize,
     /// Bytes of one checkpoint block (§4.2).
     pub checkpoint_block_bytes: usize,
@@ -118,6 +121,13 @@ impl SilorOptions {
         } else {
             self.recovery_threads
         }
+    }
+
+    /// These options with `checkpoint_files_per_table` fixed now, on the
+    /// thread that opens the database (see the field).
+    pub(crate) fn resolved_at_open(mut self, dirs: usize) -> Self {
+        self.checkpoint_files_per_table = self.files_per_table(dirs);
+        self
     }
 
     pub(crate) fn files_per_table(&self, dirs: usize) -> usize {
@@ -287,7 +297,7 @@ impl SiloR {
         let name = config.durability.name();
         let storage = config.storage();
         let dirs = config.dirs.clone();
-        let options = config.silor.clone();
+        let options = config.silor.clone().resolved_at_open(dirs.len());
         let checkpoints = config.durability == DurabilityKind::Silor;
         let storage_error =
             |e: StorageError| OpenError::Durability(DurabilityError::from_storage(&e));

@@ -209,7 +209,7 @@ impl WalMode {
             storage: config.storage(),
             dirs: vec![config.dirs[0].clone()],
             epochs,
-            checkpoint_options: config.silor.clone(),
+            checkpoint_options: config.silor.clone().resolved_at_open(1),
             checkpoint_stats: Stats::default(),
             background_cpus: config.core_plan().background_cpus().to_vec(),
         });
