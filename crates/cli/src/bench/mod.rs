@@ -86,6 +86,10 @@ pub(crate) struct CommonArgs {
     /// it).
     #[arg(long)]
     buffered_io: bool,
+    /// The `wal` flusher's I/O unit in bytes, a power of two
+    /// (`WalOptions::io_unit_bytes`; eleda §6.1 used 64 KiB and 512 KiB).
+    #[arg(long, default_value_t = epochdb_engine::WalOptions::default().io_unit_bytes)]
+    wal_io_unit: usize,
     /// Point reads through the B+-tree only: no hash index beside it (the
     /// engine's `Config::point_index`; by default the workload's
     /// read-mostly tables keep one).
@@ -279,6 +283,7 @@ fn run_modes(
             check: common.check,
             pin_threads: common.pin_threads,
             direct_io: !common.buffered_io,
+            wal_io_unit: common.wal_io_unit,
             point_index: !common.no_point_index,
         };
         let mut workload = make();

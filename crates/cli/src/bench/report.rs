@@ -50,6 +50,8 @@ pub(crate) struct RunConfig {
     pub(crate) pin_threads: bool,
     /// Logs written past the page cache (not `--buffered-io`).
     pub(crate) direct_io: bool,
+    /// The `wal` flusher's I/O unit in bytes.
+    pub(crate) wal_io_unit: usize,
     pub(crate) latency_sample_every: u64,
     pub(crate) workload: BTreeMap<String, String>,
 }

@@ -48,6 +48,8 @@ pub(crate) struct RunSpec {
     pub(crate) pin_threads: bool,
     /// `SilorOptions::direct_io`: logs written past the page cache.
     pub(crate) direct_io: bool,
+    /// `WalOptions::io_unit_bytes` of the `wal` mode.
+    pub(crate) wal_io_unit: usize,
     /// Point-read hash indexes on the workload's chosen tables
     /// (`Workload::point_indexes`); off with `--no-point-index`.
     pub(crate) point_index: bool,
@@ -109,6 +111,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         },
         wal: epochdb_engine::WalOptions {
             direct_io: spec.direct_io,
+            io_unit_bytes: spec.wal_io_unit,
             ..Default::default()
         },
         workers: spec.threads,
@@ -375,6 +378,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             seed: spec.seed,
             pin_threads: spec.pin_threads,
             direct_io: spec.direct_io,
+            wal_io_unit: spec.wal_io_unit,
             latency_sample_every: LATENCY_SAMPLE_EVERY,
             workload: workload.settings().into_iter().collect(),
         },
