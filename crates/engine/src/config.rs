@@ -7,7 +7,9 @@ use std::time::Duration;
 use epochdb_storage::{RealStorage, Storage};
 
 use crate::cores::CorePlan;
-use crate::durability::{DurabilityKind, DurabilityMode, SilorOptions, WalOptions};
+use crate::durability::{
+    DurabilityKind, DurabilityMode, RecoveryProgress, SilorOptions, WalOptions,
+};
 use crate::error::OpenError;
 
 /// Default epoch length (silor-osdi14 §2.1: 40 ms).
@@ -61,6 +63,11 @@ pub struct Config {
     /// mostly scanned (TPC-C's order lines) do better without one. Applied
     /// by name whenever a table is created or recovered.
     pub point_index: PointIndexes,
+    /// Where recovery counts the bytes it has read as it goes, for whoever
+    /// shows progress while [`crate::Database::open`] recovers (the
+    /// `epochdb recover` command prints a line a second). `None`: not
+    /// counted.
+    pub recovery_progress: Option<Arc<RecoveryProgress>>,
 }
 
 /// Which tables keep a point-read hash index ([`Config::point_index`]).
@@ -125,6 +132,7 @@ impl Default for Config {
             wal: WalOptions::default(),
             pin_threads: false,
             point_index: PointIndexes::All,
+            recovery_progress: None,
         }
     }
 }

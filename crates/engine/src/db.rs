@@ -129,7 +129,12 @@ impl Database {
             config.storage.is_none(),
             config.silor.recovery_threads(),
             &config.point_index,
-        )?;
+            config.recovery_progress.as_deref(),
+        );
+        if let Some(progress) = &config.recovery_progress {
+            progress.finish();
+        }
+        let recovered = recovered?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
         let report = recovered.report.clone();
@@ -145,7 +150,12 @@ impl Database {
             config.silor.recovery_threads(),
             config.storage.is_none(),
             &config.point_index,
-        )?;
+            config.recovery_progress.as_deref(),
+        );
+        if let Some(progress) = &config.recovery_progress {
+            progress.finish();
+        }
+        let recovered = recovered?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
         let mode = SiloR::start(&config, epochs.clone(), &recovered, tables.clone())?;

@@ -27,7 +27,10 @@ mod worker;
 
 pub use config::{Config, PointIndexes, DEFAULT_EPOCH_INTERVAL, DEFAULT_MAX_WORKERS};
 pub use db::Database;
-pub use durability::{DurabilityKind, RecoveryReport, SilorOptions, WalLogKind, WalOptions};
+pub use durability::{
+    DurabilityKind, RecoveryPhase, RecoveryProgress, RecoveryReport, SilorOptions, WalLogKind,
+    WalOptions,
+};
 pub use error::{Abort, DurabilityError, OpenError, TxError};
 pub use pool::{Pending, WorkerPool};
 pub use table::TableId;

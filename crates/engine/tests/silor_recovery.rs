@@ -6,7 +6,12 @@ use std::ops::Bound::Unbounded;
 use std::path::Path;
 use std::time::Duration;
 
-use epochdb_engine::{Config, Database, DurabilityError, DurabilityKind, OpenError, SilorOptions};
+use std::sync::Arc;
+
+use epochdb_engine::{
+    Config, Database, DurabilityError, DurabilityKind, OpenError, RecoveryPhase, RecoveryProgress,
+    SilorOptions,
+};
 
 fn config(mode: DurabilityKind, dir: &Path) -> Config {
     Config {
@@ -113,10 +118,18 @@ fn a_log_rotates_by_size_and_recovery_replays_every_file() {
         .count();
     // Several MB of log in files of about 1 MiB.
     assert!(old_files >= 3, "{old_files} rotated files");
-    let db = Database::open(config(DurabilityKind::Log, dir.path())).unwrap();
+    let progress = Arc::new(RecoveryProgress::new());
+    let db = Database::open(Config {
+        recovery_progress: Some(progress.clone()),
+        ..config(DurabilityKind::Log, dir.path())
+    })
+    .unwrap();
     let report = db.recovery_report().unwrap().clone();
     assert_eq!(report.records, rows, "{report:?}");
     assert_eq!(report.log_entries, rows, "{report:?}");
+    // Every file's bytes counted once, by the threads that replayed them.
+    assert_eq!(progress.phase(), RecoveryPhase::Done);
+    assert_eq!(progress.bytes(), (report.log_bytes, report.log_bytes));
     assert_eq!(count_with_tag(&db, 1), (rows as usize, rows as usize));
 }
 

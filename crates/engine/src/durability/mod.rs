@@ -8,11 +8,14 @@
 //! (an LSN) that respect every write-write and write-read dependency.
 
 mod none;
+mod progress;
 pub(crate) mod silor;
 pub(crate) mod wal;
 
 pub use epochdb_wal::{LogKind as WalLogKind, WalOptions};
 pub use none::NoDurability;
+pub(crate) use progress::FileProgress;
+pub use progress::{RecoveryPhase, RecoveryProgress};
 pub use silor::inspect::{
     inspect_dir, inspect_file, Damage, DirSummary, FileFormat, InspectSummary,
 };

@@ -29,6 +29,7 @@ use super::format::{
 };
 use super::reader::{read_rest, scan_blocks, ScanEnd};
 use crate::config::PointIndexes;
+use crate::durability::{FileProgress, RecoveryPhase, RecoveryProgress};
 use crate::error::DurabilityError;
 use crate::table::{Table, TableId};
 use crate::tid::Tid;
@@ -163,6 +164,7 @@ pub(crate) fn recover(
     threads: usize,
     lock_real_dirs: bool,
     point_index: &PointIndexes,
+    progress: Option<&RecoveryProgress>,
 ) -> Result<Recovered, DurabilityError> {
     let started = Instant::now();
     for dir in dirs {
@@ -232,7 +234,14 @@ pub(crate) fn recover(
     if let Some(meta) = &meta {
         let loaded = Instant::now();
         // e_h bounds every TID in the checkpoint (next_epoch below).
-        load_checkpoint(storage, dirs, meta, &tables, &manager, &mut report)?;
+        load_checkpoint(
+            storage,
+            dirs,
+            meta,
+            &tables,
+            (&manager, progress),
+            &mut report,
+        )?;
         report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
     }
 
@@ -243,7 +252,7 @@ pub(crate) fn recover(
         &pepoch,
         e_l,
         &tables,
-        &manager,
+        (&manager, progress),
         threads,
         &mut report,
     )?;
@@ -458,9 +467,13 @@ pub(crate) fn load_checkpoint(
     dirs: &[PathBuf],
     meta: &CheckpointMeta,
     tables: &[Arc<Table>],
-    manager: &EpochManager,
+    (manager, progress): (&EpochManager, Option<&RecoveryProgress>),
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
+    if let Some(progress) = progress {
+        let total = meta.files.iter().map(|(_, _, bytes)| bytes).sum();
+        progress.begin(RecoveryPhase::Checkpoint, total);
+    }
     let mut groups: BTreeMap<(u32, usize), Vec<(PathBuf, u64)>> = BTreeMap::new();
     for (dir, name, bytes) in &meta.files {
         let Some((_, _, j)) = parse_ckpt_file_name(name) else {
@@ -499,7 +512,7 @@ pub(crate) fn load_checkpoint(
                         path,
                         *expected,
                         tables,
-                        &mut handle,
+                        (&mut handle, FileProgress::new(progress)),
                         &mut buffer,
                     ) {
                         Ok((bytes, epoch)) => {
@@ -528,7 +541,7 @@ fn load_checkpoint_file(
     path: &Path,
     expected: u64,
     tables: &[Arc<Table>],
-    handle: &mut EpochHandle,
+    (handle, mut progress): (&mut EpochHandle, FileProgress<'_>),
     buffer: &mut Vec<u8>,
 ) -> Result<(u64, u64), DurabilityError> {
     if !storage.exists(path).map_err(io)? {
@@ -536,6 +549,7 @@ fn load_checkpoint_file(
     }
     let mut max_epoch = 0u64;
     let (end, size) = scan_blocks(storage, path, CKPT_MAGIC, buffer, |offset, block| {
+        progress.reached(offset);
         let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
         let mut parsed = parse_ckpt_block(block.payload).map_err(|e| at(&e))?;
         let Some(table) = tables.get(parsed.table as usize) else {
@@ -551,6 +565,7 @@ fn load_checkpoint_file(
         }
         Ok(())
     })?;
+    progress.reached(size);
     // Synced before the checkpoint was installed: any damage is corruption.
     if let ScanEnd::Damaged { error, .. } = end {
         return Err(block_error(path, error));
@@ -592,7 +607,7 @@ fn replay_logs(
     pepoch: &PepochRecord,
     e_l: u64,
     tables: &[Arc<Table>],
-    manager: &EpochManager,
+    (manager, progress): (&EpochManager, Option<&RecoveryProgress>),
     threads: usize,
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
@@ -628,6 +643,13 @@ fn replay_logs(
         per_dir.push(files.into_iter().map(|(_, file)| file).collect());
     }
     report.log_threads = g * dirs.len();
+    if let Some(progress) = progress {
+        let mut total = 0;
+        for file in per_dir.iter().flatten() {
+            total += storage.len(&file.path).map_err(io)?;
+        }
+        progress.begin(RecoveryPhase::Log, total);
+    }
     let counters: Vec<AtomicUsize> = per_dir.iter().map(|_| AtomicUsize::new(0)).collect();
     let bytes_read = AtomicU64::new(0);
     let entries = AtomicU64::new(0);
@@ -668,7 +690,7 @@ fn replay_logs(
                             file,
                             (e_l, e_p),
                             tables,
-                            &mut handle,
+                            (&mut handle, FileProgress::new(progress)),
                             &counts,
                             &mut buffer,
                         ) {
@@ -736,7 +758,7 @@ fn replay_file(
     file: &LogFile,
     (e_l, e_p): (u64, u64),
     tables: &[Arc<Table>],
-    handle: &mut EpochHandle,
+    (handle, mut progress): (&mut EpochHandle, FileProgress<'_>),
     counts: &ReplayCounters<'_>,
     buffer: &mut Vec<u8>,
 ) -> Result<(u64, FileOutcome), DurabilityError> {
@@ -744,6 +766,7 @@ fn replay_file(
     let mut outcome = FileOutcome::default();
     let mut synced_len = 0u64;
     let (end, size) = scan_blocks(storage, path, LOG_MAGIC, buffer, |offset, block| {
+        progress.reached(offset);
         let mut writes = Vec::new();
         let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
         match block.kind {
@@ -814,6 +837,7 @@ fn replay_file(
         counts.torn.fetch_add(size - offset, Ordering::Relaxed);
         outcome.needs_rewrite = true;
     }
+    progress.reached(size);
     Ok((size, outcome))
 }
 

@@ -23,7 +23,7 @@ use crate::config::PointIndexes;
 use crate::durability::silor::{
     create_dir_durably, load_checkpoint, lock_dirs, read_meta, remove_strays,
 };
-use crate::durability::RecoveryReport;
+use crate::durability::{RecoveryPhase, RecoveryProgress, RecoveryReport};
 use crate::error::DurabilityError;
 use crate::table::{Table, TableId};
 use crate::tid::{Tid, STATUS_MASK};
@@ -56,6 +56,7 @@ pub(crate) fn recover(
     lock_real_dir: bool,
     threads: usize,
     point_index: &PointIndexes,
+    progress: Option<&RecoveryProgress>,
 ) -> Result<Recovered, DurabilityError> {
     let threads = threads.max(1);
     let started = Instant::now();
@@ -111,7 +112,7 @@ pub(crate) fn recover(
             &dirs,
             meta,
             &tables,
-            &manager,
+            (&manager, progress),
             &mut report,
         )?;
         report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
@@ -126,7 +127,7 @@ pub(crate) fn recover(
         options.clone(),
         replay_from,
         &mut tables,
-        (threads, &manager, point_index),
+        (threads, &manager, point_index, progress),
     )?;
     max_epoch = max_epoch.max(replayed.max_epoch);
     let transactions = replayed.transactions;
@@ -280,8 +281,26 @@ fn replay_streaming(
     options: WalOptions,
     replay_from: u64,
     tables: &mut Vec<Arc<Table>>,
-    (threads, manager, point_index): (usize, &EpochManager, &PointIndexes),
+    (threads, manager, point_index, progress): (
+        usize,
+        &EpochManager,
+        &PointIndexes,
+        Option<&RecoveryProgress>,
+    ),
 ) -> Result<(Wal, epochdb_wal::RecoveredLog, Replayed), DurabilityError> {
+    if let Some(progress) = progress {
+        // The log's files, whatever of them lies below the checkpoint too.
+        let mut total = 0;
+        for name in storage
+            .list(wal_dir)
+            .map_err(|e| DurabilityError::from_storage(&e))?
+        {
+            total += storage
+                .len(&wal_dir.join(name))
+                .map_err(|e| DurabilityError::from_storage(&e))?;
+        }
+        progress.begin(RecoveryPhase::Log, total);
+    }
     let shared = ReplayShared {
         manager,
         wal_dir,
@@ -343,6 +362,9 @@ fn replay_streaming(
                 return Err(shared.first_error.lock().take().expect("failed"));
             }
             log_bytes += entry.lsn.len();
+            if let Some(progress) = progress {
+                progress.advance(entry.lsn.len());
+            }
             let lsn = entry.lsn.start;
             let at = |what: String| corrupt_entry(wal_dir, lsn, what);
             for bytes in entry.records() {
