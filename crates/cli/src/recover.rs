@@ -7,15 +7,10 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use clap::Args;
 use epochdb_engine::durability::{RecoveryReport, SilorOptions};
-use epochdb_engine::{
-    Config, Database, DurabilityKind, PointIndexes, RecoveryPhase, RecoveryProgress,
-};
+use epochdb_engine::{Config, Database, DurabilityKind, PointIndexes};
 use serde::Serialize;
 
 /// The file every `log`/`silor` database has in its first directory from
@@ -94,23 +89,9 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
         } else {
             PointIndexes::All
         },
-        recovery_progress: Some(Arc::new(RecoveryProgress::new())),
         ..Config::default()
     };
-    let progress = config.recovery_progress.clone().expect("set above");
-    let stop = AtomicBool::new(false);
-    let opened = std::thread::scope(|scope| {
-        scope.spawn(|| print_progress(&progress, &stop));
-        // Ends the printer however the open ends (a panic too).
-        struct StopOnDrop<'a>(&'a AtomicBool);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
-        let _stop = StopOnDrop(&stop);
-        Database::open(config)
-    });
+    let opened = Database::open_reporting(config, |line| eprintln!("[recover] {line}"));
     let db = opened.map_err(|e| format!("recovering {}: {e}", dirs(&args.dir)))?;
     let report = db
         .recovery_report()
@@ -148,42 +129,6 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
         .lock()
         .write_all(text.as_bytes())
         .map_err(|e| format!("writing the report: {e}"))
-}
-
-/// Prints a line to stderr every second until `stop`: the phase, its
-/// share read and the time so far. A recovery done within the first
-/// second prints nothing.
-fn print_progress(progress: &RecoveryProgress, stop: &AtomicBool) {
-    let started = Instant::now();
-    let mut next = started + Duration::from_secs(1);
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        let phase = progress.phase();
-        if phase == RecoveryPhase::Done || stop.load(Ordering::Relaxed) {
-            return;
-        }
-        if Instant::now() < next {
-            continue;
-        }
-        next += Duration::from_secs(1);
-        let (done, total) = progress.bytes();
-        let what = match phase {
-            RecoveryPhase::Checkpoint => "loading the checkpoint",
-            RecoveryPhase::Log => "replaying the log",
-            _ => "reading metadata",
-        };
-        let share = if total > 0 {
-            format!("{:.0}% ", done as f64 * 100.0 / total as f64)
-        } else {
-            String::new()
-        };
-        eprintln!(
-            "[recover] {what}: {share}({:.1} of {:.1} MB, {:.1} s)",
-            done as f64 / 1e6,
-            total as f64 / 1e6,
-            started.elapsed().as_secs_f64()
-        );
-    }
 }
 
 /// Opening a missing directory would create an empty database and report

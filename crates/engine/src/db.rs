@@ -1,7 +1,7 @@
 //! The database: tables, the epoch framework, the durability mode.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use epochdb_epoch::{EpochKick, EpochManager, EpochTicker};
@@ -11,7 +11,9 @@ use crate::config::Config;
 use crate::cores::CorePlan;
 use crate::durability::silor::{self, SiloR};
 use crate::durability::wal::{self, WalMode};
-use crate::durability::{DurabilityKind, DurabilityMode, NoDurability, RecoveryReport};
+use crate::durability::{
+    DurabilityKind, DurabilityMode, NoDurability, RecoveryProgress, RecoveryReport,
+};
 use crate::error::{DurabilityError, OpenError};
 use crate::pool::WorkerPool;
 use crate::record::free_record;
@@ -106,6 +108,32 @@ impl std::fmt::Debug for Database {
 }
 
 impl Database {
+    /// [`open`](Self::open), reporting a recovery's progress: from a thread
+    /// of its own, `line` gets a line a second while the recovery runs
+    /// ([`RecoveryProgress::watch`]; none if it takes less than a second).
+    pub fn open_reporting(
+        mut config: Config,
+        line: impl FnMut(&str) + Send,
+    ) -> Result<Self, OpenError> {
+        let progress = config
+            .recovery_progress
+            .get_or_insert_with(|| Arc::new(RecoveryProgress::new()))
+            .clone();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| progress.watch(&stop, line));
+            // Ends the watch however the open ends (a panic too).
+            struct SetOnDrop<'a>(&'a AtomicBool);
+            impl Drop for SetOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let _stop = SetOnDrop(&stop);
+            Self::open(config)
+        })
+    }
+
     /// Opens a database with `config`, starting its epoch thread. With a
     /// durable mode (`log`, `silor`) the directories are recovered first:
     /// the database holds every transaction that was acknowledged durable.

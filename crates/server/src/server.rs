@@ -161,7 +161,7 @@ fn open_database(settings: &Settings) -> Result<(Database, Keyspace), ServeError
         ..Config::default()
     };
     let begun = Instant::now();
-    let db = Database::open(config)?;
+    let db = Database::open_reporting(config, |line| eprintln!("epochdb: recovering: {line}"))?;
     let keyspace = Keyspace::open(&db)?;
     let keys = db.approximate_len(keyspace.keys);
     match db.recovery_report() {

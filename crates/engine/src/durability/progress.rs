@@ -4,7 +4,8 @@
 //! `epochdb recover` command, a server starting up) reads it from another
 //! thread while the database opens.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 /// What a recovery is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +52,45 @@ impl RecoveryProgress {
     /// not count).
     pub fn bytes(&self) -> (u64, u64) {
         (self.done.load(Relaxed), self.total.load(Relaxed))
+    }
+
+    /// One line on where the recovery is: the phase, its share read, the
+    /// bytes, and `elapsed`.
+    pub fn describe(&self, elapsed: Duration) -> String {
+        let (done, total) = self.bytes();
+        let what = match self.phase() {
+            RecoveryPhase::Starting => "reading metadata",
+            RecoveryPhase::Checkpoint => "loading the checkpoint",
+            RecoveryPhase::Log => "replaying the log",
+            RecoveryPhase::Done => "done",
+        };
+        let share = if total > 0 {
+            format!("{:.0}% ", (done as f64 * 100.0 / total as f64).min(100.0))
+        } else {
+            String::new()
+        };
+        format!(
+            "{what}: {share}({:.1} of {:.1} MB, {:.1} s)",
+            done as f64 / 1e6,
+            total as f64 / 1e6,
+            elapsed.as_secs_f64()
+        )
+    }
+
+    /// Hands `line` a [`describe`](Self::describe) line every second until
+    /// the recovery is done or `stop` is set (run it on a thread of its own
+    /// beside [`Database::open`](crate::Database::open)). A recovery done
+    /// within the first second gets no line.
+    pub fn watch(&self, stop: &AtomicBool, mut line: impl FnMut(&str)) {
+        let started = Instant::now();
+        let mut next = started + Duration::from_secs(1);
+        while self.phase() != RecoveryPhase::Done && !stop.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+            if Instant::now() >= next {
+                next += Duration::from_secs(1);
+                line(&self.describe(started.elapsed()));
+            }
+        }
     }
 
     pub(crate) fn begin(&self, phase: RecoveryPhase, total: u64) {
@@ -125,5 +165,21 @@ mod tests {
         assert_eq!(progress.phase(), RecoveryPhase::Done);
         assert_eq!(progress.bytes(), (0, 10), "the last phase's count stays");
         FileProgress::new(None).reached(5); // no progress to count into
+    }
+
+    #[test]
+    fn a_line_names_the_phase_and_its_share() {
+        let progress = RecoveryProgress::new();
+        progress.begin(RecoveryPhase::Log, 4_000_000);
+        progress.advance(1_000_000);
+        assert_eq!(
+            progress.describe(Duration::from_millis(1500)),
+            "replaying the log: 25% (1.0 of 4.0 MB, 1.5 s)"
+        );
+        // A watch over a finished recovery returns at once, without a line.
+        progress.finish();
+        let mut lines = 0;
+        progress.watch(&AtomicBool::new(false), |_| lines += 1);
+        assert_eq!(lines, 0);
     }
 }
