@@ -58,6 +58,17 @@ fn count_with_tag(db: &Database, tag: u8) -> (usize, usize) {
     (rows.len(), rows.iter().filter(|&&b| b).count())
 }
 
+/// How many files in `dir` have names starting with `prefix`.
+fn files_named(dir: &Path, prefix: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with(prefix)
+        })
+        .count()
+}
+
 #[test]
 fn acknowledged_commits_survive_reopen_in_both_modes() {
     for mode in [DurabilityKind::Log, DurabilityKind::Silor] {
@@ -109,13 +120,7 @@ fn a_log_rotates_by_size_and_recovery_replays_every_file() {
         write_batch(&db, 0, rows, 1);
         assert!(db.durability_stats().log_rotations >= 3);
     }
-    let old_files = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            let name = e.as_ref().unwrap().file_name();
-            name.to_string_lossy().starts_with("old_data.")
-        })
-        .count();
+    let old_files = files_named(dir.path(), "old_data.");
     // Several MB of log in files of about 1 MiB.
     assert!(old_files >= 3, "{old_files} rotated files");
     let progress = Arc::new(RecoveryProgress::new());
@@ -147,13 +152,7 @@ fn checkpoint_files_per_table_count_every_core_when_threads_are_pinned() {
     // The checkpointers run on the cores the worker leaves; recovery will
     // have every core, and loads one file of each table per thread.
     db.checkpoint().unwrap();
-    let files = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            let name = e.as_ref().unwrap().file_name();
-            name.to_string_lossy().starts_with("ckpt.1.t0.")
-        })
-        .count();
+    let files = files_named(dir.path(), "ckpt.1.t0.");
     assert_eq!(files, cores);
 }
 
