@@ -8,10 +8,12 @@
 #   2. the engine's durability modes side by side on YCSB at 1 worker
 #      (cores left for loggers and checkpointers, as SiloR's 4 of 32) and
 #      at more workers (issue 3's targets);
-#   3. parallel recovery of a 10 M-key silor database with every core;
+#   3. parallel recovery of a 10 M-key silor database with every core,
+#      beside the disk's speed reading all its files at once;
 #   4. the disk: dd's sequential write and read, then the wal flusher's
 #      write speed with 4 KiB records;
-#   5. TPC-C side by side at 1 and many warehouses;
+#   5. TPC-C side by side at 1 and many warehouses, and the wal mode's
+#      flusher I/O unit there;
 #   6. the hybridlog store over threads.
 #
 #   scripts/many-cores.sh OUT [SCRATCH]
@@ -19,7 +21,10 @@
 # Writes OUT/log.txt (everything printed) and OUT/json.tgz (each run's
 # JSON). SCRATCH (default /tmp/epochdb-many) holds the databases and
 # logs; it is removed at the end. EPOCHDB overrides the binary (default
-# target/release/epochdb). SMOKE=1 shrinks every run to check the script.
+# target/release/epochdb). SMOKE=1 shrinks every run to check the script:
+# run it so before spending device time. About 4.5 minutes on 16 cores
+# (session 24's first sitting ran sections 1-6 without 2's pairs, 3's
+# parallel read and 5b in 227 s).
 set -uo pipefail
 bin=${EPOCHDB:-target/release/epochdb}
 out=$1
@@ -56,12 +61,13 @@ section "1c. wal pipeline oversubscribed: $((cores * 2)) threads, not pinned"
   --impl grasshopper,mutex,scan --duration "$short" --json "$out/json/wal-null-over.json"
 save
 
-section "2. YCSB, 1 worker, none/log/silor/wal, two runs"
-for r in 1 2; do
-  rm -rf "${scratch:?}/ycsb"
-  "$bin" bench ycsb --threads 1 --duration "$long" --checkpoint-interval 3 --pin-threads \
-    --compare none,log,silor,wal --dir "$scratch/ycsb" --json "$out/json/ycsb-1w-$r.json"
-done
+section "2. YCSB, 1 worker, none/log/silor/wal, then none/silor alternated"
+rm -rf "${scratch:?}/ycsb"
+"$bin" bench ycsb --threads 1 --duration "$long" --checkpoint-interval 3 --pin-threads \
+  --compare none,log,silor,wal --dir "$scratch/ycsb" --json "$out/json/ycsb-1w-modes.json"
+rm -rf "${scratch:?}/ycsb"
+"$bin" bench ycsb --threads 1 --duration "$long" --checkpoint-interval 3 --pin-threads \
+  --compare none,silor,none,silor,none,silor --dir "$scratch/ycsb" --json "$out/json/ycsb-1w-pairs.json"
 section "2b. YCSB, $many workers, none/log/silor/wal"
 rm -rf "${scratch:?}/ycsb"
 "$bin" bench ycsb --threads "$many" --duration "$long" --checkpoint-interval 3 --pin-threads \
@@ -73,6 +79,15 @@ section "3. recovery of a $keys_big-key silor database"
 "$bin" bench ycsb --keys "$keys_big" --threads "$many" --duration "$long" --checkpoint-interval 1 \
   --durability silor --pin-threads --no-point-index --dir "$scratch/rec" --json "$out/json/rec-build.json"
 du -sh "$scratch/rec"/*
+echo "log files: $(ls "$scratch/rec/silor-1" | grep -c data), checkpoint files: $(ls "$scratch/rec/silor-1" | grep -c '^ckpt')"
+# What the disk gives every file read at once, cold: recovery's ceiling.
+# (Wait on the readers' pids only: a bare `wait` would also wait for the
+# `tee` behind this script's output, forever.)
+drop_caches
+t0=$(date +%s%N); pids=()
+for f in "$scratch/rec/silor-1"/*; do dd if="$f" of=/dev/null bs=1M 2>/dev/null & pids+=($!); done
+wait "${pids[@]}"; t1=$(date +%s%N)
+echo "parallel cold read: $(du -sb "$scratch/rec/silor-1" | cut -f1) bytes in $(( (t1 - t0) / 1000000 )) ms"
 for t in "$cores" 4 "$cores"; do
   drop_caches
   "$bin" recover --dir "$scratch/rec/silor-1" --threads "$t" --no-point-index --json "$out/json/recover-$t-$SECONDS.json"
@@ -95,6 +110,12 @@ for w in 1 "$many"; do
   rm -rf "${scratch:?}/tpcc"
   "$bin" bench tpcc --threads "$w" --duration "$long" --checkpoint-interval 3 --pin-threads \
     --compare none,log,silor,wal --dir "$scratch/tpcc" --json "$out/json/tpcc-$w.json"
+done
+section "5b. the wal mode's flusher I/O unit at $many warehouses"
+for unit in 524288 4194304; do
+  rm -rf "${scratch:?}/tpcc"
+  "$bin" bench tpcc --threads "$many" --duration "$long" --checkpoint-interval 3 --pin-threads \
+    --compare wal --wal-io-unit "$unit" --dir "$scratch/tpcc" --json "$out/json/tpcc-wal-$unit.json"
 done
 rm -rf "${scratch:?}/tpcc"
 save
