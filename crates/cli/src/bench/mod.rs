@@ -90,6 +90,10 @@ pub(crate) struct CommonArgs {
     /// (`WalOptions::io_unit_bytes`; eleda §6.1 used 64 KiB and 512 KiB).
     #[arg(long, default_value_t = epochdb_engine::WalOptions::default().io_unit_bytes)]
     wal_io_unit: usize,
+    /// The `wal` mode's central log buffer in bytes, a power of two
+    /// (`WalOptions::buffer_bytes`; eleda §6.1 used 32 MiB).
+    #[arg(long, default_value_t = epochdb_engine::WalOptions::default().buffer_bytes)]
+    wal_buffer: usize,
     /// Point reads through the B+-tree only: no hash index beside it (the
     /// engine's `Config::point_index`; by default the workload's
     /// read-mostly tables keep one).
@@ -284,6 +288,7 @@ fn run_modes(
             pin_threads: common.pin_threads,
             direct_io: !common.buffered_io,
             wal_io_unit: common.wal_io_unit,
+            wal_buffer: common.wal_buffer,
             point_index: !common.no_point_index,
         };
         let mut workload = make();

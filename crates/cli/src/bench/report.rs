@@ -52,6 +52,8 @@ pub(crate) struct RunConfig {
     pub(crate) direct_io: bool,
     /// The `wal` flusher's I/O unit in bytes.
     pub(crate) wal_io_unit: usize,
+    /// The `wal` mode's log buffer in bytes.
+    pub(crate) wal_buffer: usize,
     pub(crate) latency_sample_every: u64,
     pub(crate) workload: BTreeMap<String, String>,
 }

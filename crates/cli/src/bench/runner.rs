@@ -50,6 +50,8 @@ pub(crate) struct RunSpec {
     pub(crate) direct_io: bool,
     /// `WalOptions::io_unit_bytes` of the `wal` mode.
     pub(crate) wal_io_unit: usize,
+    /// `WalOptions::buffer_bytes` of the `wal` mode.
+    pub(crate) wal_buffer: usize,
     /// Point-read hash indexes on the workload's chosen tables
     /// (`Workload::point_indexes`); off with `--no-point-index`.
     pub(crate) point_index: bool,
@@ -112,6 +114,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         wal: epochdb_engine::WalOptions {
             direct_io: spec.direct_io,
             io_unit_bytes: spec.wal_io_unit,
+            buffer_bytes: spec.wal_buffer,
             ..Default::default()
         },
         workers: spec.threads,
@@ -379,6 +382,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             pin_threads: spec.pin_threads,
             direct_io: spec.direct_io,
             wal_io_unit: spec.wal_io_unit,
+            wal_buffer: spec.wal_buffer,
             latency_sample_every: LATENCY_SAMPLE_EVERY,
             workload: workload.settings().into_iter().collect(),
         },
