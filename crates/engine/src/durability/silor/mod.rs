@@ -64,7 +64,7 @@ pub struct SilorOptions {
     /// spreads over the cores: 100 epochs of a busy logger is gigabytes
     /// in one file, which one thread replays alone (SiloR's long runs left
     /// "hundreds" of files per disk, §5.2; a 10 M-key database on 16 cores
-    /// recovered 3.5× faster with this bound, BENCHMARKS.md).
+    /// recovered about 3× faster with this bound, BENCHMARKS.md).
     pub rotate_bytes: u64,
     /// `C`: a checkpoint starts this long after the previous one finished
     /// (§4.3: about 10 s). `silor` and `wal` modes.
