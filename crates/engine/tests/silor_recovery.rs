@@ -157,6 +157,31 @@ fn checkpoint_files_per_table_count_every_core_when_threads_are_pinned() {
 }
 
 #[test]
+fn recovery_loads_a_checkpoint_of_many_files_with_the_threads_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |files: usize, threads: usize| Config {
+        silor: SilorOptions {
+            checkpoint_files_per_table: files,
+            recovery_threads: threads,
+            ..SilorOptions::default()
+        },
+        ..config(DurabilityKind::Silor, dir.path())
+    };
+    {
+        let db = Database::open(with(8, 0)).unwrap();
+        write_batch(&db, 0, 20_000, 1);
+        db.checkpoint().unwrap();
+    }
+    assert_eq!(files_named(dir.path(), "ckpt.1.t0."), 8);
+    // A checkpoint written on a machine with more cores than recovery is
+    // given: its eight files go to the two threads.
+    let db = Database::open(with(8, 2)).unwrap();
+    let report = db.recovery_report().unwrap().clone();
+    assert_eq!(report.checkpoint_threads, 2, "{report:?}");
+    assert_eq!(count_with_tag(&db, 1), (20_000, 20_000));
+}
+
+#[test]
 fn checkpoint_installs_and_recovery_uses_it() {
     let dir = tempfile::tempdir().unwrap();
     {

@@ -239,7 +239,7 @@ pub(crate) fn recover(
             dirs,
             meta,
             &tables,
-            (&manager, progress),
+            (&manager, progress, threads),
             &mut report,
         )?;
         report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
@@ -467,7 +467,7 @@ pub(crate) fn load_checkpoint(
     dirs: &[PathBuf],
     meta: &CheckpointMeta,
     tables: &[Arc<Table>],
-    (manager, progress): (&EpochManager, Option<&RecoveryProgress>),
+    (manager, progress, threads): (&EpochManager, Option<&RecoveryProgress>, usize),
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
     if let Some(progress) = progress {
@@ -495,35 +495,47 @@ pub(crate) fn load_checkpoint(
             .or_default()
             .push((dir_path.join(name), *bytes));
     }
-    report.checkpoint_threads = groups.len();
+    // n×m loaders (§5.1), but no more than recovery was given: a
+    // checkpoint written on more cores than this has more files than
+    // threads, and a loader then takes the next group when it is done.
+    let groups: Vec<Vec<(PathBuf, u64)>> = groups.into_values().collect();
+    let loaders = groups.len().min(threads.max(1));
+    report.checkpoint_threads = loaders;
+    let next_group = AtomicUsize::new(0);
     let bytes_read = AtomicU64::new(0);
     let max_epoch = AtomicU64::new(0);
     let first_error = Mutex::new(None);
     std::thread::scope(|scope| {
-        for files in groups.values() {
-            let (bytes_read, max_epoch, first_error) = (&bytes_read, &max_epoch, &first_error);
+        for _ in 0..loaders {
+            let shared = (&groups, &next_group, &bytes_read, &max_epoch, &first_error);
             scope.spawn(move || {
+                let (groups, next_group, bytes_read, max_epoch, first_error) = shared;
                 let mut handle = manager.register().expect("room for loaders");
                 handle.protect();
                 let mut buffer = Vec::new();
-                for (path, expected) in files {
-                    match load_checkpoint_file(
-                        storage,
-                        path,
-                        *expected,
-                        tables,
-                        (&mut handle, FileProgress::new(progress)),
-                        &mut buffer,
-                    ) {
-                        Ok((bytes, epoch)) => {
-                            bytes_read.fetch_add(bytes, Ordering::Relaxed);
-                            max_epoch.fetch_max(epoch, Ordering::Relaxed);
-                        }
-                        Err(error) => {
-                            first_error.lock().get_or_insert(error);
-                            return;
+                'groups: while let Some(files) =
+                    groups.get(next_group.fetch_add(1, Ordering::Relaxed))
+                {
+                    for (path, expected) in files {
+                        match load_checkpoint_file(
+                            storage,
+                            path,
+                            *expected,
+                            tables,
+                            (&mut handle, FileProgress::new(progress)),
+                            &mut buffer,
+                        ) {
+                            Ok((bytes, epoch)) => {
+                                bytes_read.fetch_add(bytes, Ordering::Relaxed);
+                                max_epoch.fetch_max(epoch, Ordering::Relaxed);
+                            }
+                            Err(error) => {
+                                first_error.lock().get_or_insert(error);
+                                break 'groups;
+                            }
                         }
                     }
+                    handle.refresh();
                 }
                 handle.unprotect();
             });

@@ -112,7 +112,7 @@ pub(crate) fn recover(
             &dirs,
             meta,
             &tables,
-            (&manager, progress),
+            (&manager, progress, threads),
             &mut report,
         )?;
         report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
