@@ -1,7 +1,7 @@
 //! The database: tables, the epoch framework, the durability mode.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use epochdb_epoch::{EpochKick, EpochManager, EpochTicker};
@@ -119,17 +119,8 @@ impl Database {
             .recovery_progress
             .get_or_insert_with(|| Arc::new(RecoveryProgress::new()))
             .clone();
-        let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            scope.spawn(|| progress.watch(&stop, line));
-            // Ends the watch however the open ends (a panic too).
-            struct SetOnDrop<'a>(&'a AtomicBool);
-            impl Drop for SetOnDrop<'_> {
-                fn drop(&mut self) {
-                    self.0.store(true, Ordering::Relaxed);
-                }
-            }
-            let _stop = SetOnDrop(&stop);
+            scope.spawn(|| progress.watch(line));
             Self::open(config)
         })
     }
@@ -138,6 +129,17 @@ impl Database {
     /// durable mode (`log`, `silor`) the directories are recovered first:
     /// the database holds every transaction that was acknowledged durable.
     pub fn open(config: Config) -> Result<Self, OpenError> {
+        // However the open ends (an error or a panic too, and in modes
+        // with nothing to recover), whoever watches the progress stops.
+        struct FinishOnDrop(Option<Arc<RecoveryProgress>>);
+        impl Drop for FinishOnDrop {
+            fn drop(&mut self) {
+                if let Some(progress) = &self.0 {
+                    progress.finish();
+                }
+            }
+        }
+        let _finish = FinishOnDrop(config.recovery_progress.clone());
         config.validate()?;
         if let Some(mode) = &config.custom_durability {
             return Self::assemble(config.clone(), mode.clone(), None, None);
@@ -158,11 +160,7 @@ impl Database {
             config.silor.recovery_threads(),
             &config.point_index,
             config.recovery_progress.as_deref(),
-        );
-        if let Some(progress) = &config.recovery_progress {
-            progress.finish();
-        }
-        let recovered = recovered?;
+        )?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
         let report = recovered.report.clone();
@@ -179,11 +177,7 @@ impl Database {
             config.storage.is_none(),
             &config.point_index,
             config.recovery_progress.as_deref(),
-        );
-        if let Some(progress) = &config.recovery_progress {
-            progress.finish();
-        }
-        let recovered = recovered?;
+        )?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
         let mode = SiloR::start(&config, epochs.clone(), &recovered, tables.clone())?;

@@ -4,11 +4,15 @@
 //! `epochdb recover` command, a server starting up) reads it from another
 //! thread while the database opens.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::time::{Duration, Instant};
+
+use epochdb_storage::{Storage, StorageError};
 
 /// What a recovery is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum RecoveryPhase {
     /// Reading metadata, or not begun.
     Starting,
@@ -39,9 +43,9 @@ impl RecoveryProgress {
     /// The current phase.
     pub fn phase(&self) -> RecoveryPhase {
         match self.phase.load(Relaxed) {
-            0 => RecoveryPhase::Starting,
-            1 => RecoveryPhase::Checkpoint,
-            2 => RecoveryPhase::Log,
+            p if p == RecoveryPhase::Starting as u8 => RecoveryPhase::Starting,
+            p if p == RecoveryPhase::Checkpoint as u8 => RecoveryPhase::Checkpoint,
+            p if p == RecoveryPhase::Log as u8 => RecoveryPhase::Log,
             _ => RecoveryPhase::Done,
         }
     }
@@ -78,13 +82,14 @@ impl RecoveryProgress {
     }
 
     /// Hands `line` a [`describe`](Self::describe) line every second until
-    /// the recovery is done or `stop` is set (run it on a thread of its own
-    /// beside [`Database::open`](crate::Database::open)). A recovery done
-    /// within the first second gets no line.
-    pub fn watch(&self, stop: &AtomicBool, mut line: impl FnMut(&str)) {
+    /// the recovery is done (run it on a thread of its own beside
+    /// [`Database::open`](crate::Database::open), which marks it done
+    /// however it ends). A recovery done within the first second gets no
+    /// line.
+    pub fn watch(&self, mut line: impl FnMut(&str)) {
         let started = Instant::now();
         let mut next = started + Duration::from_secs(1);
-        while self.phase() != RecoveryPhase::Done && !stop.load(Relaxed) {
+        while self.phase() != RecoveryPhase::Done {
             std::thread::sleep(Duration::from_millis(20));
             if Instant::now() >= next {
                 next += Duration::from_secs(1);
@@ -96,24 +101,38 @@ impl RecoveryProgress {
     pub(crate) fn begin(&self, phase: RecoveryPhase, total: u64) {
         self.done.store(0, Relaxed);
         self.total.store(total, Relaxed);
-        self.phase.store(
-            match phase {
-                RecoveryPhase::Starting => 0,
-                RecoveryPhase::Checkpoint => 1,
-                RecoveryPhase::Log => 2,
-                RecoveryPhase::Done => 3,
-            },
-            Relaxed,
-        );
+        self.phase.store(phase as u8, Relaxed);
     }
 
+    /// Begins `phase`, which will read `files` whole.
+    pub(crate) fn begin_files<'p>(
+        &self,
+        phase: RecoveryPhase,
+        storage: &dyn Storage,
+        files: impl IntoIterator<Item = &'p Path>,
+    ) -> Result<(), StorageError> {
+        let mut total = 0;
+        for path in files {
+            total += storage.len(path)?;
+        }
+        self.begin(phase, total);
+        Ok(())
+    }
+
+    /// Adds `bytes` read by one of several threads.
     pub(crate) fn advance(&self, bytes: u64) {
         self.done.fetch_add(bytes, Relaxed);
     }
 
+    /// Sets the bytes read, for a phase one thread reads alone (a plain
+    /// store where [`advance`](Self::advance) is a locked add).
+    pub(crate) fn set_done(&self, bytes: u64) {
+        self.done.store(bytes, Relaxed);
+    }
+
     /// Done; [`bytes`](Self::bytes) keeps the last phase's count.
     pub(crate) fn finish(&self) {
-        self.phase.store(3, Relaxed);
+        self.phase.store(RecoveryPhase::Done as u8, Relaxed);
     }
 }
 
@@ -179,7 +198,7 @@ mod tests {
         // A watch over a finished recovery returns at once, without a line.
         progress.finish();
         let mut lines = 0;
-        progress.watch(&AtomicBool::new(false), |_| lines += 1);
+        progress.watch(|_| lines += 1);
         assert_eq!(lines, 0);
     }
 }

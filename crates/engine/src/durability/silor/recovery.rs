@@ -656,11 +656,10 @@ fn replay_logs(
     }
     report.log_threads = g * dirs.len();
     if let Some(progress) = progress {
-        let mut total = 0;
-        for file in per_dir.iter().flatten() {
-            total += storage.len(&file.path).map_err(io)?;
-        }
-        progress.begin(RecoveryPhase::Log, total);
+        let paths = per_dir.iter().flatten().map(|file| file.path.as_path());
+        progress
+            .begin_files(RecoveryPhase::Log, storage, paths)
+            .map_err(io)?;
     }
     let counters: Vec<AtomicUsize> = per_dir.iter().map(|_| AtomicUsize::new(0)).collect();
     let bytes_read = AtomicU64::new(0);

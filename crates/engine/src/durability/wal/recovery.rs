@@ -6,13 +6,13 @@
 //! already holds is a no-op.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use epochdb_epoch::EpochManager;
-use epochdb_storage::Storage;
+use epochdb_storage::{Storage, StorageError};
 use epochdb_wal::{Wal, WalOptions};
 use parking_lot::Mutex;
 
@@ -290,16 +290,20 @@ fn replay_streaming(
 ) -> Result<(Wal, epochdb_wal::RecoveredLog, Replayed), DurabilityError> {
     if let Some(progress) = progress {
         // The log's files, whatever of them lies below the checkpoint too.
-        let mut total = 0;
-        for name in storage
+        let storage_error = |e: StorageError| DurabilityError::from_storage(&e);
+        let paths: Vec<PathBuf> = storage
             .list(wal_dir)
-            .map_err(|e| DurabilityError::from_storage(&e))?
-        {
-            total += storage
-                .len(&wal_dir.join(name))
-                .map_err(|e| DurabilityError::from_storage(&e))?;
-        }
-        progress.begin(RecoveryPhase::Log, total);
+            .map_err(storage_error)?
+            .into_iter()
+            .map(|name| wal_dir.join(name))
+            .collect();
+        progress
+            .begin_files(
+                RecoveryPhase::Log,
+                storage.as_ref(),
+                paths.iter().map(PathBuf::as_path),
+            )
+            .map_err(storage_error)?;
     }
     let shared = ReplayShared {
         manager,
@@ -363,7 +367,7 @@ fn replay_streaming(
             }
             log_bytes += entry.lsn.len();
             if let Some(progress) = progress {
-                progress.advance(entry.lsn.len());
+                progress.set_done(log_bytes);
             }
             let lsn = entry.lsn.start;
             let at = |what: String| corrupt_entry(wal_dir, lsn, what);
