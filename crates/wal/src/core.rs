@@ -182,7 +182,6 @@ impl Core {
     /// Reserves `len` bytes of log (§4.1.2: fetch-add on the sequencer) and
     /// waits until their ring space is flushed.
     pub(crate) fn reserve(&self, len: u64) -> Result<u64, WalError> {
-        self.check_open()?;
         // SeqCst (one `lock xadd` on x86 whatever the ordering): a thread
         // that loads the sequencer (Acquire) and sees this reservation also
         // sees what the reserving thread did before it (e.g. locking the
@@ -190,9 +189,22 @@ impl Core {
         // publishes the progress the worker's bell waits for, in the total
         // order that lets the append ring without a fence
         // (`Bell::ring_after_seq_cst_rmw`).
-        let lsn = self.next_lsn.fetch_add(len, SeqCst);
+        let lsn = self.claim(len)?;
         self.wait_space(lsn, len)?;
         Ok(lsn)
+    }
+
+    /// The first half of [`Core::reserve`]: the fetch-add, without waiting
+    /// for the ring space (see [`Core::has_space`], [`Core::wait_space`]).
+    pub(crate) fn claim(&self, len: u64) -> Result<u64, WalError> {
+        self.check_open()?;
+        Ok(self.next_lsn.fetch_add(len, SeqCst))
+    }
+
+    /// Whether the ring bytes of `[lsn, lsn + len)` are free already.
+    /// Acquire: the flusher's reads of the bytes to be overwritten are done.
+    pub(crate) fn has_space(&self, lsn: u64, len: u64) -> bool {
+        self.sdl.load(Acquire) >= (lsn + len).saturating_sub(self.ring.size())
     }
 
     /// Backpressure: waits until the ring bytes of `[lsn, lsn + len)` no
@@ -200,15 +212,13 @@ impl Core {
     /// Deadlock-free while `len ≤ ring size`: the oldest waiter needs SDL
     /// only up to its own LSN, which the entries before it reach.
     pub(crate) fn wait_space(&self, lsn: u64, len: u64) -> Result<(), WalError> {
-        let need = (lsn + len).saturating_sub(self.ring.size());
         let mut backoff = Backoff::new();
-        // Acquire: the flusher's reads of the bytes we overwrite are done.
-        while self.sdl.load(Acquire) < need {
+        while !self.has_space(lsn, len) {
             if self.is_stopped() {
                 return Err(self.stop_error());
             }
             backoff.idle(&self.sdl_bell, || {
-                self.sdl.load(Acquire) >= need || self.is_stopped()
+                self.has_space(lsn, len) || self.is_stopped()
             });
         }
         Ok(())

@@ -3,7 +3,9 @@
 //! order, each thread's entries in its own order, every callback runs once,
 //! in order, after its entry is durable — checked for GRASSHOPPER and both
 //! baselines, with a ring small enough to wrap many times (backpressure),
-//! hops of 1 KiB with entries up to 2.3 KiB (straddling), and rotation.
+//! hops of 1 KiB with entries up to 2.3 KiB (straddling), and rotation;
+//! also with most entries staged (`ThreadHandle::stage`), whose nodes
+//! GRASSHOPPER enqueues in runs.
 #![cfg(not(loom))]
 
 mod common;
@@ -20,6 +22,11 @@ const PER_THREAD: u32 = 1500;
 /// Odd seeds run the worker paced (`worker_pace_us`: it naps between
 /// passes that moved little), even seeds polling continuously.
 fn run(kind: LogKind, seed: u64) {
+    run_with(kind, seed, false);
+}
+
+/// `staged`: two of every three entries are staged, the third commits.
+fn run_with(kind: LogKind, seed: u64, staged: bool) {
     let disk = Arc::new(SimStorage::new(seed));
     let options = WalOptions {
         worker_pace_us: seed % 2 * 20,
@@ -33,7 +40,12 @@ fn run(kind: LogKind, seed: u64) {
             let mut h = wal.thread_handle();
             let acks = acks[t as usize].clone();
             s.spawn(move || {
-                assert_eq!(commit_all(&mut h, t, PER_THREAD, &acks), PER_THREAD);
+                let logged = if staged {
+                    stage_and_commit_all(&mut h, t, PER_THREAD, &acks)
+                } else {
+                    commit_all(&mut h, t, PER_THREAD, &acks)
+                };
+                assert_eq!(logged, PER_THREAD);
                 // Dropping the handle waits until durable, runs callbacks.
             });
         }
@@ -43,7 +55,12 @@ fn run(kind: LogKind, seed: u64) {
     assert_eq!(end, stats.allocated_lsn);
     for (t, a) in acks.iter().enumerate() {
         let a = a.lock().unwrap();
-        assert_eq!(a.len(), PER_THREAD as usize, "every callback ran once");
+        let commits = if staged {
+            PER_THREAD / 3 + u32::from(PER_THREAD % 3 != 0)
+        } else {
+            PER_THREAD
+        };
+        assert_eq!(a.len(), commits as usize, "every callback ran once");
         for (seq, r) in a.iter() {
             let r = r.as_ref().expect("no failure injected");
             assert!(
@@ -79,6 +96,22 @@ fn grasshopper_polling_flushes_a_hole_free_prefix() {
 }
 
 #[test]
+fn grasshopper_staged_runs_flush_a_hole_free_prefix() {
+    run_with(LogKind::Grasshopper, 5, true);
+}
+
+#[test]
+fn grasshopper_staged_runs_polling_flush_a_hole_free_prefix() {
+    run_with(LogKind::Grasshopper, 6, true);
+}
+
+#[test]
+fn baselines_take_staged_entries_as_appends() {
+    run_with(LogKind::Vanilla, 7, true);
+    run_with(LogKind::BitmapScan, 8, true);
+}
+
+#[test]
 fn vanilla_flushes_a_hole_free_prefix() {
     run(LogKind::Vanilla, 2);
 }
@@ -95,6 +128,7 @@ fn stress_many_seeds() {
     for seed in 0..20 {
         for kind in KINDS {
             run(kind, seed);
+            run_with(kind, seed, true);
         }
     }
 }

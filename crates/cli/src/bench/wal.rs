@@ -42,7 +42,8 @@ pub(crate) struct WalArgs {
     /// 512 KiB).
     #[arg(long, value_delimiter = ',', default_value = "65536,524288")]
     io_unit: Vec<usize>,
-    /// Implementations, comma-separated: grasshopper, mutex, scan.
+    /// Implementations, comma-separated: grasshopper, mutex, scan (the
+    /// table shows GRASSHOPPER with `--records staged` as `gh+staged`).
     #[arg(
         long = "impl",
         value_delimiter = ',',
@@ -88,6 +89,13 @@ pub(crate) struct WalArgs {
     /// the comparison.
     #[arg(long)]
     pin_threads: bool,
+    /// How a transaction's three records enter the log, comma-separated to
+    /// compare: `appended` (each enqueued at once, as eleda §4.1.2 does) or
+    /// `staged` (`ThreadHandle::stage`: GRASSHOPPER enqueues a thread's
+    /// contiguous records as one run with the commit). The baselines treat
+    /// both alike and run once, with the first value.
+    #[arg(long, value_delimiter = ',', default_value = "appended", value_parser = ["appended", "staged"])]
+    records: Vec<String>,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -108,6 +116,8 @@ struct Run {
     worker_pace_us: u64,
     /// `WalOptions::direct_io`.
     direct_io: bool,
+    /// `appended` or `staged` (see `--records`).
+    records: String,
     transactions: u64,
     seconds: f64,
     throughput_txn_s: f64,
@@ -221,7 +231,15 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                     } else {
                         &args.worker_pace_us
                     };
-                    for &pace in paces {
+                    let record_modes: &[String] = if *kind == LogKind::Grasshopper {
+                        &args.records
+                    } else {
+                        &args.records[..1]
+                    };
+                    for (&pace, records) in paces
+                        .iter()
+                        .flat_map(|p| record_modes.iter().map(move |r| (p, r)))
+                    {
                         n += 1;
                         let dir = root.join(format!("wal-{n}"));
                         let options = WalOptions {
@@ -242,21 +260,25 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             Arc::new(RealStorage::new())
                         };
                         let placement = Placement::new(args.pin_threads, threads);
-                        let run = one_run(
-                            &storage,
-                            &dir,
-                            options,
+                        let load = Load {
                             threads,
                             log_size,
-                            args.duration,
-                            &placement,
-                        )
-                        .map_err(|e| format!("{name}, {threads} threads, {log_size} B: {e}"))?;
+                            duration: args.duration,
+                            staged: records == "staged",
+                        };
+                        let run = one_run(&storage, &dir, options, &load, &placement)
+                            .map_err(|e| format!("{name}, {threads} threads, {log_size} B: {e}"))?;
                         let _ = std::fs::remove_dir_all(&dir);
                         let pace = (*kind != LogKind::Vanilla).then_some(pace);
-                        print_row(name, &run, pace);
+                        let shown = if *kind == LogKind::Grasshopper && records == "staged" {
+                            "gh+staged"
+                        } else {
+                            name.as_str()
+                        };
+                        print_row(shown, &run, pace);
                         runs.push(Run {
                             implementation: name.clone(),
+                            records: records.clone(),
                             ..run
                         });
                     }
@@ -269,8 +291,9 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
             .iter()
             .map(|r| Curve {
                 label: format!(
-                    "{} {}t {}B {}K {}us",
+                    "{}{} {}t {}B {}K {}us",
                     r.implementation,
+                    if r.records == "staged" { "+staged" } else { "" },
                     r.threads,
                     r.log_size,
                     r.io_unit >> 10,
@@ -410,15 +433,30 @@ fn cdf(latency: &Histogram<u64>) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// What the database threads of one run do.
+struct Load {
+    threads: usize,
+    /// Bytes of each of the transaction's records.
+    log_size: usize,
+    /// Seconds.
+    duration: f64,
+    /// The records are staged (`ThreadHandle::stage`), not appended.
+    staged: bool,
+}
+
 fn one_run(
     storage: &Arc<dyn Storage>,
     dir: &Path,
     options: WalOptions,
-    threads: usize,
-    log_size: usize,
-    duration: f64,
+    load: &Load,
     placement: &Placement,
 ) -> Result<Run, String> {
+    let &Load {
+        threads,
+        log_size,
+        duration,
+        staged,
+    } = load;
     // The log's worker and flusher inherit the opening thread's affinity.
     let (wal, recovered) = placement
         .for_pipeline(|| Wal::open(storage.clone(), dir, options.clone()))
@@ -449,7 +487,12 @@ fn one_run(
                     let begun = Instant::now();
                     let mut ok = true;
                     for _ in 0..RECORDS_PER_TXN {
-                        ok &= handle.append(&[record]).is_ok();
+                        let logged = if staged {
+                            handle.stage(&[record])
+                        } else {
+                            handle.append(&[record])
+                        };
+                        ok &= logged.is_ok();
                     }
                     let (mine2, acked2) = (mine.clone(), acked.clone());
                     let result = handle.commit(&[&commit], move |r| {
@@ -493,6 +536,7 @@ fn one_run(
         io_unit: options.io_unit_bytes,
         worker_pace_us: options.worker_pace_us,
         direct_io: options.direct_io,
+        records: String::new(),
         transactions,
         seconds,
         throughput_txn_s: transactions as f64 / seconds,

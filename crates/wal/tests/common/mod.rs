@@ -50,6 +50,31 @@ pub fn commit_all(handle: &mut ThreadHandle, thread: u32, count: u32, acks: &Ack
     count
 }
 
+/// Like [`commit_all`], but stages two of every three records
+/// ([`ThreadHandle::stage`]) and commits the third with a callback, as a
+/// transaction that buffers records before its commit does; `acks` sees
+/// the commits only. Returns how many entries were logged.
+pub fn stage_and_commit_all(
+    handle: &mut ThreadHandle,
+    thread: u32,
+    count: u32,
+    acks: &Acks,
+) -> u32 {
+    for seq in 0..count {
+        let rec = record(thread, seq);
+        let r = if seq % 3 == 2 || seq + 1 == count {
+            let acks = acks.clone();
+            handle.commit(&[&rec], move |r| acks.lock().unwrap().push((seq, r)))
+        } else {
+            handle.stage(&[&rec])
+        };
+        if r.is_err() {
+            return seq;
+        }
+    }
+    count
+}
+
 /// Checks that `log` is a hole-free prefix in LSN order whose per-thread
 /// sequences are `0..k` prefixes with intact records; returns the set of
 /// `(thread, seq)` recovered.

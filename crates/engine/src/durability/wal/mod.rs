@@ -422,8 +422,10 @@ impl WalWorkerLog {
             }
             if count > 0 && scratch.len() + bytes > self.inner.part_budget {
                 format::finish_commit(scratch, false, count);
+                // A part of a commit whose last part follows at once:
+                // GRASSHOPPER may enqueue the parts as one run with it.
                 handle
-                    .append(&[scratch.as_slice()])
+                    .stage(&[scratch.as_slice()])
                     .map_err(|e| wal_error(&e))?;
                 format::begin_commit(scratch, tag, tid);
                 count = 0;
