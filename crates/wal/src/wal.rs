@@ -490,7 +490,7 @@ impl ThreadHandle {
     }
 
     /// Appends a commit entry and registers `callback`, which runs (on this
-    /// thread, from a later `append`, `commit`, [`poll_callbacks`],
+    /// thread, from a later `append` or `commit` (not `stage`), [`poll_callbacks`],
     /// [`wait_durable`] or the handle's drop) once the entry is durable, or
     /// with the error that stopped the log (§3.3's latency hiding: the
     /// caller parks the transaction and goes on with another). If `commit`
@@ -618,7 +618,12 @@ impl ThreadHandle {
             _ => unreachable!("a handle's side matches its log's tracker"),
         };
         self.last_end = range.end;
-        self.run_due_callbacks();
+        // A staged entry is followed at once by the transaction's next
+        // entry, which runs what is due; polling here too would only walk
+        // the list again.
+        if !hold {
+            self.run_due_callbacks();
+        }
         Ok(range)
     }
 
