@@ -50,15 +50,15 @@ df -h "$scratch" | tail -1; findmnt -T "$scratch" -o SOURCE,FSTYPE,OPTIONS | tai
 
 section "1. wal pipeline, null device, pinned threads $wal_threads"
 "$bin" bench wal --device null --threads "$wal_threads" --log-size 128,4096 --io-unit 65536 \
-  --impl grasshopper,mutex,scan --duration "$short" --pin-threads --json "$out/json/wal-null.json"
+  --impl grasshopper,mutex,scan --records appended,staged --duration "$short" --pin-threads --json "$out/json/wal-null.json"
 section "1b. wal pipeline, one thread, five rounds"
 for r in 1 2 3 4 5; do
   "$bin" bench wal --device null --threads 1 --log-size 128 --io-unit 65536 \
-    --impl grasshopper,mutex --duration "$short" --pin-threads --json "$out/json/wal-null-1t-$r.json"
+    --impl grasshopper,mutex --records appended,staged --duration "$short" --pin-threads --json "$out/json/wal-null-1t-$r.json"
 done
 section "1c. wal pipeline oversubscribed: $((cores * 2)) threads, not pinned"
 "$bin" bench wal --device null --threads $((cores * 2)) --log-size 128 --io-unit 65536 \
-  --impl grasshopper,mutex,scan --duration "$short" --json "$out/json/wal-null-over.json"
+  --impl grasshopper,mutex,scan --records appended,staged --duration "$short" --json "$out/json/wal-null-over.json"
 save
 
 section "2. YCSB, 1 worker, none/log/silor/wal, then none/silor alternated"
