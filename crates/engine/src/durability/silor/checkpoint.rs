@@ -28,8 +28,8 @@ use epochdb_storage::{DirectAppender, Storage, StorageError, StorageFile, DIRECT
 use parking_lot::{Condvar, Mutex};
 
 use super::files::{
-    ckpt_file_name, parse_ckpt_file_name, parse_log_name, replace_atomically, LogName,
-    CHECKPOINT_META,
+    ckpt_file_name, parse_ckpt_file_name, parse_log_name, remove_in_pieces, replace_atomically,
+    LogName, CHECKPOINT_META, REMOVE_PIECE_BYTES,
 };
 use super::format::{put_ckpt_record, seal_ckpt_block, start_ckpt_block, CheckpointMeta};
 use super::{Inner, SilorOptions, Stats};
@@ -152,7 +152,7 @@ impl CheckpointHost for Inner {
             for name in storage.list(dir)? {
                 if matches!(parse_log_name(&name), Some(LogName::Old { epoch }) if epoch < meta.e_l)
                 {
-                    storage.remove(&dir.join(&name))?;
+                    remove_in_pieces(storage, &dir.join(&name), REMOVE_PIECE_BYTES)?;
                     removed = true;
                 }
             }
@@ -412,7 +412,7 @@ fn remove_old_checkpoints(inner: &dyn CheckpointHost, installed: u64) -> Result<
         let mut removed = false;
         for name in storage.list(dir)? {
             if matches!(parse_ckpt_file_name(&name), Some((id, _, _)) if id < installed) {
-                storage.remove(&dir.join(&name))?;
+                remove_in_pieces(storage, &dir.join(&name), REMOVE_PIECE_BYTES)?;
                 removed = true;
             }
         }
