@@ -94,6 +94,54 @@ pub(crate) fn place_background(cpus: &[usize]) {
     let _ = pin_to(cpus);
 }
 
+/// An I/O scheduling class for the calling thread (Linux `ioprio_set`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IoClass {
+    /// Served only when no other class waits (as the scheduler allows:
+    /// mq-deadline lets a starved request through after its aging time).
+    Idle,
+    /// The kernel's default, derived from the thread's nice value.
+    Default,
+}
+
+/// Sets the calling thread's I/O class. A hint like placement: where the
+/// kernel or its I/O scheduler does not support it, nothing changes, and
+/// a failure is ignored.
+pub(crate) fn set_io_class(class: IoClass) {
+    #[cfg(target_os = "linux")]
+    {
+        // <linux/ioprio.h>: the class sits above a 13-bit level.
+        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+        const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+        let priority = match class {
+            IoClass::Idle => IOPRIO_CLASS_IDLE << 13,
+            IoClass::Default => 0,
+        };
+        // SAFETY: ioprio_set on the calling thread (who = 0) takes integers
+        // only and has no memory effects; its result is ignored.
+        unsafe {
+            let _ = libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, priority);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = class;
+}
+
+/// The I/O class of the calling thread, as `ioprio_get` reports it
+/// (`None` where it cannot be read); for tests.
+#[cfg(test)]
+fn io_class_raw() -> Option<i64> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: as in `set_io_class`.
+        let value =
+            unsafe { libc::syscall(libc::SYS_ioprio_get, 1 as libc::c_long, 0 as libc::c_long) };
+        (value >= 0).then_some(value as i64 >> 13)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
 /// The CPUs the calling thread may run on, in order (empty where they
 /// cannot be read).
 fn allowed_cpus() -> Vec<usize> {
@@ -115,6 +163,21 @@ fn allowed_cpus() -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_can_lower_its_io_class_and_restore_it() {
+        std::thread::spawn(|| {
+            let Some(before) = io_class_raw() else {
+                return; // no ioprio here
+            };
+            set_io_class(IoClass::Idle);
+            assert_eq!(io_class_raw(), Some(3), "idle class");
+            set_io_class(IoClass::Default);
+            assert_eq!(io_class_raw(), Some(before));
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn workers_get_the_first_cpus_and_background_threads_the_rest() {

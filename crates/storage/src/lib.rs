@@ -57,6 +57,7 @@ mod error;
 mod frame;
 mod latch;
 mod real;
+mod remove;
 mod replace;
 mod scan;
 mod seam;
@@ -69,6 +70,7 @@ pub use frame::{
     BLOCK_HEADER_BYTES, BLOCK_PAYLOAD_MAX_BYTES,
 };
 pub use real::RealStorage;
+pub use remove::{remove_in_pieces, REMOVE_PIECE_BYTES};
 pub use replace::{replace_atomically, TMP_SUFFIX};
 pub use scan::{read_rest, scan_blocks, ScanEnd, SCAN_CHUNK_BYTES};
 pub use seam::{Storage, StorageFile};

@@ -67,6 +67,12 @@ const _: () = assert!(BLOCK_HEADER_BYTES + 16 <= SDL_SLOT_BYTES as usize);
 /// The SDL file's name.
 pub(crate) const SDL_FILE_NAME: &str = "wal.sdl";
 
+/// Appended to a log file's name when a checkpoint made it unneeded: the
+/// file is then cut down a piece at a time and removed, and recovery
+/// deletes any such file a crash left behind without reading it (its name
+/// no longer parses as a log file's).
+pub(crate) const REMOVING_SUFFIX: &str = ".removing";
+
 /// The name of the log file starting at `start`.
 pub(crate) fn log_file_name(start: u64) -> String {
     format!("wal-{start:020}.log")

@@ -8,13 +8,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use epochdb_storage::{DirectAppender, Storage, StorageFile, DIRECT_ALIGN};
+use epochdb_storage::{
+    remove_in_pieces, DirectAppender, Storage, StorageFile, DIRECT_ALIGN, REMOVE_PIECE_BYTES,
+};
 use parking_lot::Mutex;
 
 use crate::error::WalError;
 use crate::format::{
-    encode_file_header, encode_sdl_slot, log_file_name, FILE_HEADER_BYTES, SDL_FILE_NAME,
-    SDL_SLOT_BYTES,
+    encode_file_header, encode_sdl_slot, log_file_name, FILE_HEADER_BYTES, REMOVING_SUFFIX,
+    SDL_FILE_NAME, SDL_SLOT_BYTES,
 };
 use crate::lsn::Lsn;
 use crate::recovery::Scan;
@@ -126,6 +128,7 @@ pub(crate) fn prepare(
             }
         }
     }
+    remove_leftovers(storage, dir)?;
     let end = scan.log.end_lsn;
     if let Some(tail) = &scan.log.discarded {
         if tail.whole_file {
@@ -191,21 +194,64 @@ pub(crate) fn create_log_file(
 
 /// Removes every file whose entries all lie below `lsn` (never the active
 /// one); returns how many went.
+///
+/// The files are taken off the list under its lock, which the flusher
+/// needs to rotate, and freed after it is released: freeing a 256 MiB
+/// file took 189 ms here (ext4 with online discard). Each is renamed out
+/// of the log first (one directory sync for all), then cut down a piece at
+/// a time ([`remove_in_pieces`]) so the flusher's appends do not stall
+/// behind one long unlink; a crash part-way leaves a file with
+/// [`REMOVING_SUFFIX`], which [`prepare`] removes, never a shortened log
+/// file. The oldest go first, so a crash leaves a contiguous log.
 pub(crate) fn truncate_before(
     storage: &dyn Storage,
     dir: &Path,
     files: &FileList,
     lsn: Lsn,
 ) -> Result<usize, WalError> {
-    let mut files = files.lock();
-    let mut removed = 0;
-    while files.len() >= 2 && files[1].0 <= lsn {
-        storage.remove(&files[0].1)?;
-        files.remove(0);
-        removed += 1;
+    let doomed: Vec<PathBuf> = {
+        let mut files = files.lock();
+        let mut doomed = Vec::new();
+        while files.len() >= 2 && files[1].0 <= lsn {
+            doomed.push(files.remove(0).1);
+        }
+        doomed
+    };
+    if doomed.is_empty() {
+        return Ok(0);
     }
-    if removed > 0 {
+    let mut renamed = Vec::with_capacity(doomed.len());
+    for path in &doomed {
+        let to = removing_path(path);
+        storage.rename(path, &to)?;
+        renamed.push(to);
+    }
+    storage.sync_dir(dir)?;
+    for path in &renamed {
+        remove_in_pieces(storage, path, REMOVE_PIECE_BYTES)?;
+    }
+    storage.sync_dir(dir)?;
+    Ok(doomed.len())
+}
+
+/// `path` with [`REMOVING_SUFFIX`] appended.
+fn removing_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(REMOVING_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// Removes the files a crash left half-removed by [`truncate_before`].
+fn remove_leftovers(storage: &dyn Storage, dir: &Path) -> Result<(), WalError> {
+    let mut removed = false;
+    for name in storage.list(dir)? {
+        if name.ends_with(REMOVING_SUFFIX) {
+            remove_in_pieces(storage, &dir.join(&name), REMOVE_PIECE_BYTES)?;
+            removed = true;
+        }
+    }
+    if removed {
         storage.sync_dir(dir)?;
     }
-    Ok(removed)
+    Ok(())
 }

@@ -243,6 +243,11 @@ fn manage(
     mut next_id: u64,
 ) {
     crate::cores::place_background(inner.background_cpus());
+    if !inner.options().checkpoint_idle_io.is_zero() {
+        // The manager's own I/O — installing, and removing what a
+        // checkpoint made unneeded — queues behind the log's too.
+        crate::cores::set_io_class(crate::cores::IoClass::Idle);
+    }
     loop {
         let covers = {
             let mut state = control.state.lock();
@@ -445,6 +450,10 @@ struct Checkpointer<'a> {
     block: Vec<u8>,
     unsynced: u64,
     bytes: u64,
+    /// When this checkpointer started, and whether its I/O is still in the
+    /// idle class (`SilorOptions::checkpoint_idle_io`).
+    started: Instant,
+    io_idle: bool,
 }
 
 impl<'a> Checkpointer<'a> {
@@ -459,6 +468,10 @@ impl<'a> Checkpointer<'a> {
             .epochs()
             .register()
             .map_err(|_| CheckpointError::Stopped)?;
+        let io_idle = !inner.options().checkpoint_idle_io.is_zero();
+        if io_idle {
+            crate::cores::set_io_class(crate::cores::IoClass::Idle);
+        }
         Ok(Self {
             inner,
             index,
@@ -471,6 +484,8 @@ impl<'a> Checkpointer<'a> {
             block: Vec::with_capacity(inner.options().checkpoint_block_bytes + 4096),
             unsynced: 0,
             bytes: 0,
+            started: Instant::now(),
+            io_idle,
         })
     }
 
@@ -611,6 +626,11 @@ impl<'a> Checkpointer<'a> {
             return Ok(());
         }
         seal_ckpt_block(&mut self.block);
+        if self.io_idle && self.started.elapsed() >= self.inner.options().checkpoint_idle_io {
+            // Long enough behind the log: finish as its equal.
+            crate::cores::set_io_class(crate::cores::IoClass::Default);
+            self.io_idle = false;
+        }
         let target = &mut files[*next_file];
         match &mut target.direct {
             Some(direct) => {

@@ -23,40 +23,13 @@ pub(crate) const DIRECTORY: &str = "directory";
 pub(crate) const CHECKPOINT_META: &str = "checkpoint";
 /// Prefix of checkpoint data files: `ckpt.<id>.t<table>.<j>`.
 pub(crate) const CKPT_PREFIX: &str = "ckpt.";
+/// Old log and checkpoint files are strays once a newer checkpoint is
+/// installed (recovery removes them unread), so they go a piece at a time:
+/// a single unlink of a large file stalled the logger's appends.
+pub(crate) use epochdb_storage::{remove_in_pieces, REMOVE_PIECE_BYTES};
 /// Atomic replacement (temporary file, sync, rename, directory sync)
 /// comes from the storage crate, as for every format.
 pub(crate) use epochdb_storage::{replace_atomically, TMP_SUFFIX};
-
-/// How much of a file [`remove_in_pieces`] frees per truncation.
-pub(crate) const REMOVE_PIECE_BYTES: u64 = 8 << 20;
-
-/// Removes a file that recovery would treat as a stray (an old log file
-/// below an installed checkpoint's `e_l`, a superseded checkpoint file) by
-/// truncating it `piece` bytes at a time before unlinking it.
-///
-/// Why: freeing a 128 MiB file in one `unlink` took 73–86 ms on this
-/// project's ext4 (mounted with online `discard`), and the logger's
-/// `O_DIRECT` append stalled behind it for 44–62 ms (strace of a YCSB run:
-/// the log's sync cadence broke from 40 to 163 ms at each checkpoint's
-/// cleanup), which set the p99 latency to durability. Smaller
-/// truncations free a little at a time, so an append waits for one piece
-/// at most (RocksDB deletes large files in chunks for the same reason).
-/// A crash part-way leaves a shortened stray, which recovery removes
-/// without reading it (`remove_strays`).
-pub(crate) fn remove_in_pieces(
-    storage: &dyn Storage,
-    path: &Path,
-    piece: u64,
-) -> Result<(), StorageError> {
-    let mut file = storage.open(path)?;
-    let mut len = file.size()?;
-    while len > piece {
-        len -= piece;
-        file.truncate(len)?;
-    }
-    drop(file);
-    storage.remove(path)
-}
 
 /// A log file's identity, parsed from its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,23 +92,6 @@ pub(crate) fn free_old_data_name(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use epochdb_storage::SimStorage;
-
-    #[test]
-    fn remove_in_pieces_removes_files_larger_and_smaller_than_a_piece() {
-        let disk = SimStorage::new(1);
-        disk.create_dir_all(Path::new("/d")).unwrap();
-        for (name, len) in [("old_data.3", 10_000usize), ("old_data.4", 100)] {
-            let path = Path::new("/d").join(name);
-            let mut file = disk.create(&path).unwrap();
-            file.append(&vec![7u8; len]).unwrap();
-            file.sync().unwrap();
-            drop(file);
-            remove_in_pieces(&disk, &path, 1024).unwrap();
-            assert!(!disk.exists(&path).unwrap(), "{name} still there");
-        }
-        assert!(disk.list(Path::new("/d")).unwrap().is_empty());
-    }
 
     #[test]
     fn log_names_parse() {

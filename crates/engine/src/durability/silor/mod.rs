@@ -80,6 +80,16 @@ pub struct SilorOptions {
     /// A checkpointer syncs its files whenever this much is unsynced
     /// (§4.2: 32 MB).
     pub checkpoint_sync_bytes: u64,
+    /// For this long into each checkpoint its writes queue behind the
+    /// log's (Linux's idle I/O class, which the mq-deadline and BFQ
+    /// schedulers honour); after that they compete as equals, so a disk
+    /// that the log keeps busy still finishes checkpoints. Zero: never
+    /// lowered. Ours, not the paper's: the `wal` mode's flusher writes
+    /// 64 KiB units one by one, and each waited behind the checkpoint's
+    /// large writes — its p99 latency to durability was 237–362 ms with
+    /// checkpoints every 3 s and 43–56 ms with the checkpointer's I/O
+    /// idle (BENCHMARKS.md).
+    pub checkpoint_idle_io: Duration,
     /// Threads recovery uses in all (§5.2: every core). 0: one per core.
     pub recovery_threads: usize,
     /// Loggers write `data.log` past the page cache (`O_DIRECT` where the
@@ -106,6 +116,7 @@ impl Default for SilorOptions {
             checkpoint_files_per_table: 0,
             checkpoint_block_bytes: 256 << 10,
             checkpoint_sync_bytes: 32 << 20,
+            checkpoint_idle_io: Duration::from_secs(10),
             recovery_threads: 0,
             direct_io: true,
         }
