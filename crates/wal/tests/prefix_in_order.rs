@@ -56,7 +56,7 @@ fn run_with(kind: LogKind, seed: u64, staged: bool) {
     for (t, a) in acks.iter().enumerate() {
         let a = a.lock().unwrap();
         let commits = if staged {
-            PER_THREAD / 3 + u32::from(PER_THREAD % 3 != 0)
+            PER_THREAD / 3 + u32::from(!PER_THREAD.is_multiple_of(3))
         } else {
             PER_THREAD
         };
