@@ -108,7 +108,8 @@ pub(crate) enum IoClass {
 /// kernel or its I/O scheduler does not support it, nothing changes, and
 /// a failure is ignored.
 pub(crate) fn set_io_class(class: IoClass) {
-    #[cfg(target_os = "linux")]
+    // Not under miri, which does not model `ioprio_set`.
+    #[cfg(all(target_os = "linux", not(miri)))]
     {
         // <linux/ioprio.h>: the class sits above a 13-bit level.
         const IOPRIO_WHO_PROCESS: libc::c_long = 1;
@@ -123,7 +124,7 @@ pub(crate) fn set_io_class(class: IoClass) {
             let _ = libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, priority);
         }
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(all(target_os = "linux", not(miri))))]
     let _ = class;
 }
 
@@ -131,14 +132,14 @@ pub(crate) fn set_io_class(class: IoClass) {
 /// (`None` where it cannot be read); for tests.
 #[cfg(test)]
 fn io_class_raw() -> Option<i64> {
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(miri)))]
     {
         // SAFETY: as in `set_io_class`.
         let value =
             unsafe { libc::syscall(libc::SYS_ioprio_get, 1 as libc::c_long, 0 as libc::c_long) };
         (value >= 0).then_some(value as i64 >> 13)
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(all(target_os = "linux", not(miri))))]
     None
 }
 
