@@ -537,14 +537,11 @@ impl ThreadHandle {
                         return Err(e);
                     }
                 };
-                // A held run must not wait for ring space: SDL may need to
-                // pass it first (deadlock otherwise).
                 if !core.has_space(lsn, len) {
+                    // A held run must not wait for ring space: SDL may need
+                    // to pass it first (deadlock otherwise).
                     release_held(&mut self.held, list, gh, core, false);
-                }
-                if let Err(e) = core.wait_space(lsn, len) {
-                    release_held(&mut self.held, list, gh, core, true);
-                    return Err(e);
+                    core.wait_space(lsn, len)?;
                 }
                 encode_entry(&mut self.scratch, lsn, records);
                 // SAFETY: reserved, and we waited for the space.
@@ -559,12 +556,12 @@ impl ThreadHandle {
                         start: held.start,
                         end: entry.end,
                     },
-                    Some(held) => {
-                        // SAFETY: this handle is the list's only producer.
-                        unsafe { list.push(held.start, held.end, None, &gh.hindex) };
+                    mut other => {
+                        // Another thread's entry came between: the held
+                        // run goes alone.
+                        release_held(&mut other, list, gh, core, false);
                         entry
                     }
-                    None => entry,
                 };
                 if hold {
                     self.held = Some(run);

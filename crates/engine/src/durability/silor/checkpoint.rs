@@ -468,10 +468,8 @@ impl<'a> Checkpointer<'a> {
             .epochs()
             .register()
             .map_err(|_| CheckpointError::Stopped)?;
+        // Spawned by the manager, the thread inherited its idle I/O class.
         let io_idle = !inner.options().checkpoint_idle_io.is_zero();
-        if io_idle {
-            crate::cores::set_io_class(crate::cores::IoClass::Idle);
-        }
         Ok(Self {
             inner,
             index,
