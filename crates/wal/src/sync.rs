@@ -124,6 +124,7 @@ impl Backoff {
     }
 
     /// Waits once, longer the longer nothing happened.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn snooze(&mut self) {
         #[cfg(loom)]
         loom::thread::yield_now();
