@@ -1,14 +1,20 @@
-//! `bench wal --device null`: a storage whose writes and syncs cost
-//! nothing and keep no data (only names and lengths), so the log's
-//! in-memory pipeline — reservation, copying, SBL advancement — is what a
-//! run measures, as on the paper's devices that outran its log buffer
-//! (eleda §6.1). Benchmarks only: every read fails.
+//! `bench wal --device null`: a storage that keeps no data (only names
+//! and lengths) and whose writes cost nothing, so the log's in-memory
+//! pipeline — reservation, copying, SBL advancement — is what a run
+//! measures, as on the paper's devices that outran its log buffer (eleda
+//! §6.1). A sync takes a fixed time, sleeping (the paper's NVMe: "50 µs
+//! delay for the sequential writes of 16 KiB", §6.1): with free syncs the
+//! flusher of the mutex log flushed after nearly every record (1.3 M
+//! flushes in 0.7 s), and the line holding SDL, which every append reads,
+//! moved between the cores for each (BENCHMARKS.md, session 26).
+//! Benchmarks only: every read fails.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use epochdb_storage::{Op, Result, Storage, StorageError, StorageFile};
 
@@ -23,12 +29,14 @@ type Names = Arc<Mutex<BTreeMap<PathBuf, Option<Len>>>>;
 #[derive(Debug, Default)]
 pub(crate) struct NullDevice {
     names: Names,
+    sync_latency: Duration,
 }
 
 #[derive(Debug)]
 struct NullFile {
     path: PathBuf,
     len: Len,
+    sync_latency: Duration,
 }
 
 fn not_found(path: &Path, op: Op) -> StorageError {
@@ -47,11 +55,28 @@ fn no_data(path: &Path) -> StorageError {
 }
 
 impl NullDevice {
-    fn file(path: &Path, len: Len) -> Box<dyn StorageFile> {
+    /// A device whose every sync (of a file or a directory) sleeps for
+    /// `sync_latency`.
+    pub(crate) fn new(sync_latency: Duration) -> Self {
+        Self {
+            names: Names::default(),
+            sync_latency,
+        }
+    }
+
+    fn file(&self, path: &Path, len: Len) -> Box<dyn StorageFile> {
         Box::new(NullFile {
             path: path.to_path_buf(),
             len,
+            sync_latency: self.sync_latency,
         })
+    }
+}
+
+/// Spends `latency` as a device would: asleep, not on a core.
+fn wait_for_device(latency: Duration) {
+    if !latency.is_zero() {
+        std::thread::sleep(latency);
     }
 }
 
@@ -62,12 +87,12 @@ impl Storage for NullDevice {
             .lock()
             .expect("not poisoned")
             .insert(path.to_path_buf(), Some(len.clone()));
-        Ok(Self::file(path, len))
+        Ok(self.file(path, len))
     }
 
     fn open(&self, path: &Path) -> Result<Box<dyn StorageFile>> {
         match self.names.lock().expect("not poisoned").get(path) {
-            Some(Some(len)) => Ok(Self::file(path, len.clone())),
+            Some(Some(len)) => Ok(self.file(path, len.clone())),
             _ => Err(not_found(path, Op::Open)),
         }
     }
@@ -122,6 +147,7 @@ impl Storage for NullDevice {
     }
 
     fn sync_dir(&self, _dir: &Path) -> Result<()> {
+        wait_for_device(self.sync_latency);
         Ok(())
     }
 }
@@ -154,6 +180,7 @@ impl StorageFile for NullFile {
     }
 
     fn sync(&self) -> Result<()> {
+        wait_for_device(self.sync_latency);
         Ok(())
     }
 }
