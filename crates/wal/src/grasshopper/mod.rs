@@ -123,6 +123,40 @@ mod loom_tests {
         true
     }
 
+    /// A writer's `j`-th entry (of thread `i`) at `[lsn, lsn + len)`: its
+    /// length, then its owner's tag, copied into the ring, then its node
+    /// pushed onto `list` with a callback that checks it runs once SDL has
+    /// passed the entry and counts itself in `ran`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `list` and reserved the bytes, whose ring space
+    /// holds nothing unflushed.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn put_entry(
+        ring: &Ring,
+        list: &GList,
+        gh: &GhShared,
+        sdl: &Arc<AtomicU64>,
+        ran: &Arc<AtomicUsize>,
+        (i, j): (usize, usize),
+        lsn: u64,
+        len: u64,
+    ) {
+        let mut bytes = vec![(i * 16 + j + 1) as u8; len as usize];
+        bytes[0] = len as u8;
+        // SAFETY: per the contract.
+        unsafe { ring.write(lsn, &bytes) };
+        let (sdl, ran) = (sdl.clone(), ran.clone());
+        let callback: list::Callback = Box::new(move |r| {
+            let r = r.unwrap();
+            assert!(r.end <= sdl.load(SeqCst), "callback before durable");
+            ran.fetch_add(1, Relaxed);
+        });
+        // SAFETY: the caller owns `list`.
+        unsafe { list.push(lsn, lsn + len, Some(callback), &gh.hindex) };
+    }
+
     /// One model: `threads[i]` lists the entry sizes thread `i` appends.
     ///
     /// Polling loops make loom's state space explode (every empty poll is a
@@ -170,20 +204,8 @@ mod loom_tests {
                     let mut last_end = 0u64;
                     for (j, &len) in sizes.iter().enumerate() {
                         let lsn = next_lsn.fetch_add(len, Relaxed);
-                        // An entry: its length, then its owner's tag.
-                        let mut bytes = vec![(i * 16 + j + 1) as u8; len as usize];
-                        bytes[0] = len as u8;
-                        // SAFETY: reserved above; the ring holds the whole log.
-                        unsafe { ring.write(lsn, &bytes) };
-                        let sdl2 = sdl.clone();
-                        let ran2 = ran.clone();
-                        let callback: list::Callback = Box::new(move |r| {
-                            let r = r.unwrap();
-                            assert!(r.end <= sdl2.load(SeqCst), "callback before durable");
-                            ran2.fetch_add(1, Relaxed);
-                        });
-                        // SAFETY: this thread owns `list`.
-                        unsafe { list.push(lsn, lsn + len, Some(callback), &gh.hindex) };
+                        // SAFETY: reserved; the ring holds the whole log.
+                        unsafe { put_entry(&ring, &list, &gh, &sdl, &ran, (i, j), lsn, len) };
                         last_end = lsn + len;
                         // SAFETY: owner.
                         unsafe { list.collect(sdl.load(Acquire)) };
@@ -309,19 +331,8 @@ mod loom_tests {
                         while !has_space() {
                             space_bell.wait_unless(has_space);
                         }
-                        let mut bytes = vec![(i * 16 + j + 1) as u8; len as usize];
-                        bytes[0] = len as u8;
                         // SAFETY: reserved above; SDL showed the space free.
-                        unsafe { ring.write(lsn, &bytes) };
-                        let sdl2 = sdl.clone();
-                        let ran2 = ran.clone();
-                        let callback: list::Callback = Box::new(move |r| {
-                            let r = r.unwrap();
-                            assert!(r.end <= sdl2.load(SeqCst), "callback before durable");
-                            ran2.fetch_add(1, Relaxed);
-                        });
-                        // SAFETY: this thread owns `list`.
-                        unsafe { list.push(lsn, lsn + len, Some(callback), &gh.hindex) };
+                        unsafe { put_entry(&ring, &list, &gh, &sdl, &ran, (i, j), lsn, len) };
                         pushes.fetch_add(1, Release);
                         push_bell.ring();
                         // SAFETY: owner.

@@ -219,6 +219,9 @@ impl GhWorker {
                 node.check_alive();
                 debug_assert!(node.end > self.sbl, "a consumed node after the head");
             }
+            // §4.2.1: SBL only ever lands on an entry's end, so no pending
+            // entry straddles it (one that did could never be crawled).
+            debug_assert!(node.start >= self.sbl, "SBL inside a pending entry");
             self.heap.push(Reverse((node.start, k)));
             self.in_heap[k] = true;
         }
