@@ -11,9 +11,19 @@
 //!
 //! Both lists keep their consumed end as a *dummy* node (as in a
 //! Michael–Scott queue): `head` points at the last node the worker has
-//! consumed or at the first pending node, and moves only along `next`
-//! pointers the owner published, so `head == tail` leaves it where it is
-//! (Spec1). `gc` points at the last node whose callback has run; the
+//! consumed or at the first pending node. It moves forward only: along
+//! `next` pointers the owner published (crawling, a node without a `next`
+//! stays), or, when SBL-hopping, to a node the h-list names or to the
+//! tail. Spec1 (the head never passes the tail) therefore needs the owner
+//! to publish a node as the tail *before* linking it after its
+//! predecessor: then every node the worker can reach along `next` is at
+//! or before any tail it loads afterwards. The other order (link, then
+//! tail) let a database thread preempted between its two stores leave the
+//! tail one node behind a node the worker had already crawled; a hop then
+//! put the head back on that old tail, the worker enqueued the crawled
+//! node again below SBL, and crawling stopped for ever (the stall of
+//! session 26, caught by tracing the worker in session 27); the old tail
+//! could even have been freed by then. `gc` points at the last node whose callback has run; the
 //! owner moves it to `gc.next` only once `gc.next.end ≤ SDL` (Spec2), and
 //! frees the node it leaves. That node is one the worker no longer
 //! touches: `gc.next.end ≤ SDL ≤ SBL` means the worker consumed `gc.next`,
@@ -189,13 +199,37 @@ impl GList {
         callback: Option<Callback>,
         hindex: &HIndex,
     ) {
+        // SAFETY: forwarded.
+        unsafe { self.push_pausing(start, end, callback, hindex, || ()) }
+    }
+
+    /// [`GList::push`], calling `pause` between the two stores of step 1:
+    /// where an owner preempted mid-push leaves the list (tests run the
+    /// worker there).
+    ///
+    /// # Safety
+    ///
+    /// As [`GList::push`]; `pause` touches no owner method of this list.
+    #[inline(always)]
+    pub(crate) unsafe fn push_pausing(
+        &self,
+        start: u64,
+        end: u64,
+        callback: Option<Callback>,
+        hindex: &HIndex,
+        pause: impl FnOnce(),
+    ) {
         debug_assert!(start < end);
         let node = self.alloc_cnode(start, end, callback);
-        // Step 1. Release publishes the node's fields and the ring bytes.
-        let tail = self.tail.load(Relaxed);
-        // SAFETY: the tail is never freed (gc stops at a node with no next).
-        unsafe { (*tail).next.store(node, Release) };
+        // Step 1: the tail first, then the link (see the module docs: the
+        // tail must never lag a node the worker can reach along `next`).
+        // Release publishes the node's fields and the ring bytes.
+        let prev = self.tail.load(Relaxed);
         self.tail.store(node, Release);
+        pause();
+        // SAFETY: `prev` is alive: gc frees only a node whose `next` is
+        // set, and only this thread sets it.
+        unsafe { (*prev).next.store(node, Release) };
         // Step 2.
         let reach = hindex.range_of(end - 1);
         // SAFETY: owner-only fields.

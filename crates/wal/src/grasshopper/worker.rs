@@ -114,7 +114,8 @@ impl GhWorker {
         let mut sbl = boundary;
         for list in &self.lists {
             // Read the tail before the h-list: every node before the tail
-            // had its h-node registered before the tail was published.
+            // had its h-node registered before the tail was published. The
+            // tail is at or after the head (Spec1, list docs), and alive.
             let tail = list.tail();
             // SAFETY: worker; SBL is about to reach `boundary`.
             let first = unsafe { list.trim_h_list(high) };
@@ -182,7 +183,7 @@ impl GhWorker {
             self.sbl = node.end;
             let next = node.next.load(Acquire);
             if next.is_null() {
-                // Spec1: head == tail, the head stays.
+                // Nothing linked after it yet: the head stays.
                 self.in_heap[k] = false;
             } else {
                 // SAFETY: worker; `next` follows the head.
@@ -301,6 +302,43 @@ mod tests {
         assert!(w.advance(&shared, &sbl));
         assert_eq!(sbl.load(Acquire), 300);
         assert_eq!(w.hop_bytes, 0);
+    }
+
+    /// The stall of session 26: `a` is preempted in the middle of pushing
+    /// `[100, 200)` while `b` fills range 1 and SBL-hopping runs. The
+    /// worker must neither crawl onto a node the hop then steps back from
+    /// nor leave a consumed node in its heap: SBL reaches the end once
+    /// everything is pushed. (With the tail stored after the link, the
+    /// worker crawled onto `a`'s new node through `next`, the hop put `a`'s
+    /// head back on the lagging tail, and the node was enqueued again
+    /// below SBL; SBL then never moved again.)
+    #[test]
+    fn an_owner_preempted_mid_push_does_not_stall_the_worker() {
+        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
+        let a = shared.register();
+        let b = shared.register();
+        let sbl = AtomicU64::new(0);
+        let mut w = GhWorker::new(0);
+        push(&shared, &a, 0, 100);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(w.sbl(), 100);
+        // SAFETY: the test thread owns both lists; the pause touches `b`
+        // and the worker only.
+        unsafe {
+            a.push_pausing(100, 200, None, &shared.hindex, || {
+                push(&shared, &b, 200, 1024);
+                push(&shared, &b, 1024, 2100); // range 1 full, a straddler
+                w.advance(&shared, &sbl);
+                assert!(
+                    w.sbl() <= 100,
+                    "SBL passed [100, 200) before its node was pushed: {}",
+                    w.sbl()
+                );
+            })
+        };
+        push(&shared, &b, 2100, 2200);
+        while w.advance(&shared, &sbl) {}
+        assert_eq!(sbl.load(Acquire), 2200, "the worker stalled");
     }
 
     #[test]
