@@ -160,6 +160,22 @@ impl Core {
         self.ring_all();
     }
 
+    /// Runs the body of pipeline thread `thread`; if it panics, fails the
+    /// log with [`WalError::Internal`] so that no appender or waiter is
+    /// left waiting for an SBL or SDL that will never move.
+    pub(crate) fn run_guarded(&self, thread: &'static str, body: impl FnOnce()) {
+        // The body's state is dropped with the panic; the only state left
+        // behind is the shared one, which `fail` makes final.
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            self.fail(WalError::Internal { thread, message });
+        }
+    }
+
     /// The error the log failed with, if it did.
     pub(crate) fn failure(&self) -> Option<WalError> {
         self.failure.lock().clone()
@@ -222,5 +238,27 @@ impl Core {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_pipeline_thread_fails_the_log() {
+        let core = Core::new(WalOptions::default(), 0);
+        core.run_guarded("test", || {});
+        assert!(!core.is_stopped(), "a body that returns changes nothing");
+        core.run_guarded("test", || panic!("invariant broke at {}", 7));
+        assert!(core.is_stopped());
+        match core.stop_error() {
+            WalError::Internal { thread, message } => {
+                assert_eq!(thread, "test");
+                assert_eq!(message, "invariant broke at 7");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(core.check_open().is_err(), "appends are refused");
     }
 }

@@ -39,6 +39,17 @@ pub enum WalError {
     /// The options are inconsistent.
     #[error("bad log options: {0}")]
     BadOptions(String),
+    /// A pipeline thread (the ELEDA worker or the flusher) panicked, e.g.
+    /// on a broken internal invariant. The log is dead (fail-stop), as
+    /// after a failed sync: nothing more is acknowledged, and every waiter
+    /// gets this error instead of waiting for ever.
+    #[error("the log's {thread} thread failed: {message}")]
+    Internal {
+        /// Which pipeline thread.
+        thread: &'static str,
+        /// Its panic message.
+        message: String,
+    },
 }
 
 impl From<StorageError> for WalError {

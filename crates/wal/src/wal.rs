@@ -145,11 +145,14 @@ impl Wal {
             mode,
         };
         let mut threads = Vec::new();
-        threads.push(spawn("eleda-flusher", move || flusher.run())?);
+        let flusher_core = Arc::clone(&core);
+        threads.push(spawn("eleda-flusher", move || {
+            flusher_core.run_guarded("flusher", || flusher.run())
+        })?);
         if !matches!(core.tracker, Tracker::Vanilla(_)) {
             let worker_core = Arc::clone(&core);
             threads.push(spawn("eleda-worker", move || {
-                worker_main(&worker_core, start)
+                worker_core.run_guarded("worker", || worker_main(&worker_core, start))
             })?);
         }
         let wal = Wal {

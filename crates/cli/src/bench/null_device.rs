@@ -26,7 +26,8 @@ type Len = Arc<AtomicU64>;
 /// File lengths by path; directories as `None`.
 type Names = Arc<Mutex<BTreeMap<PathBuf, Option<Len>>>>;
 
-#[derive(Debug, Default)]
+/// Storage that keeps file names and lengths but no data; syncs sleep.
+#[derive(Debug)]
 pub(crate) struct NullDevice {
     names: Names,
     sync_latency: Duration,

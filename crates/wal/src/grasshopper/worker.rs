@@ -179,7 +179,11 @@ impl GhWorker {
             // SAFETY: worker; the head in the heap is a pending node, alive.
             let node: &CNode = unsafe { &*list.head() };
             node.check_alive();
-            debug_assert_eq!(node.start, top_start);
+            // Checked in release builds too, as are `refill`'s checks: a
+            // broken invariant fails the log (`Core::run_guarded`) rather
+            // than stalling it silently or passing unbuffered bytes (one
+            // compare per node; session 27's stall was such a break).
+            assert_eq!(node.start, top_start, "a heap entry is not its list's head");
             self.sbl = node.end;
             let next = node.next.load(Acquire);
             if next.is_null() {
@@ -218,11 +222,11 @@ impl GhWorker {
                 // SAFETY: published by the owner; alive because not consumed.
                 node = unsafe { &*next };
                 node.check_alive();
-                debug_assert!(node.end > self.sbl, "a consumed node after the head");
+                assert!(node.end > self.sbl, "a consumed node after the head");
             }
             // §4.2.1: SBL only ever lands on an entry's end, so no pending
             // entry straddles it (one that did could never be crawled).
-            debug_assert!(node.start >= self.sbl, "SBL inside a pending entry");
+            assert!(node.start >= self.sbl, "SBL inside a pending entry");
             self.heap.push(Reverse((node.start, k)));
             self.in_heap[k] = true;
         }
