@@ -377,6 +377,21 @@ mod loom_tests {
         });
     }
 
+    /// Session 26's stall in miniature: `a` is preempted between the two
+    /// stores of its second push while `b`'s entries fill range 1, and the
+    /// worker crawls and then hops with no node of `a` past the boundary.
+    /// With the link stored before the tail, the worker crawled onto `a`'s
+    /// second node through `next`, the hop put `a`'s head back on the
+    /// lagging tail, and `refill` met the crawled node again below SBL
+    /// (its assertion; without it the node went back into the heap and
+    /// crawling never resumed, and `b`'s last entry, past the hop, was
+    /// never reached). That order fails here in 0.3 s; this one passes in
+    /// about 70 s (preemption bound 1, two worker rounds).
+    #[test]
+    fn loom_hop_while_an_owner_is_mid_push() {
+        model(16, 2, 1, 2, 0, &[&[1, 1], &[2, 4, 1]]);
+    }
+
     /// Three threads with one entry each: the LSN-heap orders three heads.
     /// Five loom threads in all: preemption bound 1 by default (bound 2 ran
     /// for over ten minutes without finishing).
