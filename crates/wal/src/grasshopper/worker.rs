@@ -270,14 +270,18 @@ mod tests {
         unsafe { list.push(start, end, None, &shared.hindex) };
     }
 
-    #[test]
-    fn hops_over_full_ranges_and_honours_the_straddler() {
-        // 1 KiB hops, 16 KiB ring.
+    /// A log with 1 KiB hops over a 16 KiB ring, two registered lists, the
+    /// published SBL and a worker, all at LSN 0.
+    fn two_lists() -> (GhShared, Arc<GList>, Arc<GList>, AtomicU64, GhWorker) {
         let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
         let a = shared.register();
         let b = shared.register();
-        let sbl = AtomicU64::new(0);
-        let mut w = GhWorker::new(0);
+        (shared, a, b, AtomicU64::new(0), GhWorker::new(0))
+    }
+
+    #[test]
+    fn hops_over_full_ranges_and_honours_the_straddler() {
+        let (shared, a, b, sbl, mut w) = two_lists();
         // Ranges 0 and 1 full; `b`'s node straddles 2048 up to 2100.
         push(&shared, &a, 0, 600);
         push(&shared, &b, 600, 1500);
@@ -292,11 +296,7 @@ mod tests {
 
     #[test]
     fn crawling_stops_at_a_hole_and_resumes() {
-        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
-        let a = shared.register();
-        let b = shared.register();
-        let sbl = AtomicU64::new(0);
-        let mut w = GhWorker::new(0);
+        let (shared, a, b, sbl, mut w) = two_lists();
         push(&shared, &a, 0, 100);
         push(&shared, &a, 200, 300); // [100, 200) reserved by `b`, not copied
         assert!(w.advance(&shared, &sbl));
@@ -318,11 +318,7 @@ mod tests {
     /// below SBL; SBL then never moved again.)
     #[test]
     fn an_owner_preempted_mid_push_does_not_stall_the_worker() {
-        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
-        let a = shared.register();
-        let b = shared.register();
-        let sbl = AtomicU64::new(0);
-        let mut w = GhWorker::new(0);
+        let (shared, a, b, sbl, mut w) = two_lists();
         push(&shared, &a, 0, 100);
         assert!(w.advance(&shared, &sbl));
         assert_eq!(w.sbl(), 100);
@@ -347,11 +343,7 @@ mod tests {
 
     #[test]
     fn hop_with_a_thread_that_reached_no_new_range() {
-        let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
-        let a = shared.register();
-        let b = shared.register();
-        let sbl = AtomicU64::new(0);
-        let mut w = GhWorker::new(0);
+        let (shared, a, b, sbl, mut w) = two_lists();
         push(&shared, &b, 0, 24); // b's only node, far below the boundary
         push(&shared, &a, 24, 3000); // a node over three ranges
         push(&shared, &a, 3072, 3100); // after a hole at [3000, 3072)
