@@ -23,8 +23,10 @@
 //! put the head back on that old tail, the worker enqueued the crawled
 //! node again below SBL, and crawling stopped for ever (the stall of
 //! session 26, caught by tracing the worker in session 27); the old tail
-//! could even have been freed by then. `gc` points at the last node whose callback has run; the
-//! owner moves it to `gc.next` only once `gc.next.end ≤ SDL` (Spec2), and
+//! could even have been freed by then.
+//!
+//! `gc` points at the last node whose callback has run; the owner moves
+//! it to `gc.next` only once `gc.next.end ≤ SDL` (Spec2), and
 //! frees the node it leaves. That node is one the worker no longer
 //! touches: `gc.next.end ≤ SDL ≤ SBL` means the worker consumed `gc.next`,
 //! i.e. moved its head to `gc.next` or past it, before publishing the SBL
