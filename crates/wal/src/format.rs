@@ -147,7 +147,7 @@ pub(crate) fn parse_entry_payload(payload: &[u8]) -> Result<(u64, EntryRecords<'
     Ok((lsn, records))
 }
 
-/// The records of an entry that [`parse_entry_payload`] checked, in order.
+/// The records of an entry whose payload recovery checked, in order.
 #[derive(Clone, Debug)]
 pub struct EntryRecords<'a> {
     rest: &'a [u8],
