@@ -15,6 +15,8 @@ use epochdb_engine::DurabilityError;
 use epochdb_storage::RealStorage;
 
 /// `inspect` flags.
+// The field docs are `--help` text, where `<e>` is a placeholder, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
     /// A file of an epochdb directory (data.log, old_data.<e>, pepoch,
