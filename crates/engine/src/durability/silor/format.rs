@@ -158,13 +158,17 @@ pub(crate) fn start_log_block(buffer: &mut Vec<u8>, epoch: u64) {
     put_u64(buffer, epoch);
 }
 
-/// Appends one commit's entry header.
+/// Appends one commit's entry header: with `put_write`, the piecewise form
+/// of `put_entry`, which tests use as its reference and to build malformed
+/// entries.
+#[cfg(test)]
 pub(crate) fn put_entry_header(buffer: &mut Vec<u8>, tid: u64, writes: u32) {
     put_u64(buffer, tid);
     put_u32(buffer, writes);
 }
 
-/// Appends one write of an entry.
+/// Appends one write of an entry (see `put_entry_header`).
+#[cfg(test)]
 pub(crate) fn put_write(buffer: &mut Vec<u8>, table: u32, key: &[u8], value: Option<&[u8]>) {
     put_u32(buffer, table);
     put_u32(buffer, key.len() as u32);
@@ -172,6 +176,76 @@ pub(crate) fn put_write(buffer: &mut Vec<u8>, table: u32, key: &[u8], value: Opt
     buffer.extend_from_slice(key);
     if let Some(value) = value {
         buffer.extend_from_slice(value);
+    }
+}
+
+/// Appends one whole commit entry — its header, then every write, exactly
+/// as `put_entry_header` and `put_write` would — where `needed` is
+/// `entry_bytes` of the same writes. One capacity check and one length
+/// update for the entry instead of five `Vec` appends per write: the
+/// appends' capacity checks were a third of `log_commit`'s instructions
+/// (BENCHMARKS.md, "The commit entry written in one piece").
+///
+/// # Panics
+///
+/// If the writes do not take exactly `needed` bytes.
+pub(crate) fn put_entry<'w>(
+    buffer: &mut Vec<u8>,
+    tid: u64,
+    writes: impl ExactSizeIterator<Item = (u32, &'w [u8], Option<&'w [u8]>)>,
+    needed: usize,
+) {
+    buffer.reserve(needed);
+    let mut out = Cursor {
+        spare: &mut buffer.spare_capacity_mut()[..needed],
+        at: 0,
+    };
+    out.put(&tid.to_le_bytes());
+    out.put(&(writes.len() as u32).to_le_bytes());
+    for (table, key, value) in writes {
+        let value_len = value.map_or(TOMBSTONE, |v| v.len() as u32);
+        let mut header = [0u8; 12];
+        header[..4].copy_from_slice(&table.to_le_bytes());
+        header[4..8].copy_from_slice(&(key.len() as u32).to_le_bytes());
+        header[8..].copy_from_slice(&value_len.to_le_bytes());
+        out.put(&header);
+        out.put(key);
+        if let Some(value) = value {
+            out.put(value);
+        }
+    }
+    assert_eq!(
+        out.at, needed,
+        "a commit entry's size changed while written"
+    );
+    let len = buffer.len() + needed;
+    // SAFETY: `reserve` made room for `needed` bytes past the length, and the
+    // cursor initialised every one of them: it wrote contiguously from 0 and
+    // stopped exactly at `needed` (asserted just above).
+    unsafe { buffer.set_len(len) };
+}
+
+/// A write position in a buffer's spare capacity.
+struct Cursor<'a> {
+    spare: &'a mut [std::mem::MaybeUninit<u8>],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.at + bytes.len();
+        let to = &mut self.spare[self.at..end];
+        // SAFETY: `to` is a bounds-checked slice of exactly `bytes.len()`
+        // bytes in the buffer's spare capacity, which `bytes` (a shared
+        // borrow) cannot overlap. `write_copy_of_slice` does this safely
+        // from Rust 1.93, above our MSRV; a byte loop instead measured
+        // slower than the appends this replaces (3,021 against 2,261
+        // instructions per TPC-C `log_commit`).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), to.as_mut_ptr().cast::<u8>(), bytes.len())
+        };
+        self.at = end;
     }
 }
 
@@ -568,7 +642,56 @@ mod tests {
         assert_eq!(CheckpointMeta::parse(block.payload).unwrap(), meta);
     }
 
+    type OwnedWrite = (u32, Vec<u8>, Option<Vec<u8>>);
+
+    fn as_refs(
+        writes: &[OwnedWrite],
+    ) -> impl ExactSizeIterator<Item = (u32, &[u8], Option<&[u8]>)> {
+        writes
+            .iter()
+            .map(|(table, key, value)| (*table, key.as_slice(), value.as_deref()))
+    }
+
+    fn needed_for(writes: &[OwnedWrite]) -> usize {
+        entry_bytes(as_refs(writes).map(|(_, key, value)| (key.len(), value.map(<[u8]>::len))))
+    }
+
+    #[test]
+    #[should_panic(expected = "size changed")]
+    fn an_entry_shorter_than_announced_is_refused_before_the_length_grows() {
+        let writes = vec![(1, b"key".to_vec(), Some(b"value".to_vec()))];
+        let mut buffer = Vec::new();
+        put_entry(&mut buffer, 9, as_refs(&writes), needed_for(&writes) + 1);
+    }
+
     proptest! {
+        /// `put_entry` writes exactly what the piecewise appends write, after
+        /// whatever the buffer already held.
+        #[test]
+        fn an_entry_in_one_piece_equals_the_piecewise_entry(
+            before in proptest::collection::vec(any::<u8>(), 0..64),
+            tid in any::<u64>(),
+            writes in proptest::collection::vec(
+                (
+                    any::<u32>(),
+                    proptest::collection::vec(any::<u8>(), 0..40),
+                    proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
+                ),
+                0..12,
+            ),
+        ) {
+            let mut piecewise = before.clone();
+            put_entry_header(&mut piecewise, tid, writes.len() as u32);
+            for (table, key, value) in as_refs(&writes) {
+                put_write(&mut piecewise, table, key, value);
+            }
+            let needed = needed_for(&writes);
+            prop_assert_eq!(piecewise.len() - before.len(), needed);
+            let mut whole = before;
+            put_entry(&mut whole, tid, as_refs(&writes), needed);
+            prop_assert_eq!(whole, piecewise);
+        }
+
         // Decoders never panic on arbitrary payloads.
         #[test]
         fn payload_parsers_never_panic(payload in proptest::collection::vec(any::<u8>(), 0..256)) {

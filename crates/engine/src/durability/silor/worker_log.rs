@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::format::{entry_bytes, put_entry_header, put_write, start_log_block, LOG_PREFIX_BYTES};
+use super::format::{entry_bytes, put_entry, start_log_block, LOG_PREFIX_BYTES};
 use super::{Inner, Stats};
 use crate::durability::{CommitView, WorkerLog};
 use crate::ticket::{Ticket, TicketSource};
@@ -267,10 +267,14 @@ impl WorkerLog for SilorWorkerLog {
             }
         }
         let buffer = state.buffer.as_mut().expect("a buffer was just installed");
-        put_entry_header(buffer, commit.tid().raw(), commit.len() as u32);
-        for write in commit.writes() {
-            put_write(buffer, write.table.0, write.key, write.value);
-        }
+        put_entry(
+            buffer,
+            commit.tid().raw(),
+            commit
+                .writes()
+                .map(|write| (write.table.0, write.key, write.value)),
+            needed,
+        );
         prefetch_ahead(buffer);
         drop(state);
         Ticket::from_source(epoch, &self.tickets)
