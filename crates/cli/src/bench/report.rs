@@ -66,6 +66,12 @@ pub(crate) struct RunResult {
     pub(crate) throughput_txn_s: f64,
     pub(crate) per_thread_txn_s: f64,
     pub(crate) abort_rate: f64,
+    /// Workers' CPU time (`CLOCK_THREAD_CPUTIME_ID`, measured loop only)
+    /// per committed transaction, in nanoseconds: the cost of a
+    /// transaction without the time a worker was not running.
+    pub(crate) worker_cpu_ns_per_txn: f64,
+    /// Workers' CPU time over their wall time (1.0: never descheduled).
+    pub(crate) worker_cpu_share: f64,
     pub(crate) commits: u64,
     pub(crate) conflicts: u64,
     pub(crate) rollbacks: u64,
@@ -123,7 +129,7 @@ pub(crate) fn print_summary(runs: &[RunResult]) {
     let base = runs.first().map_or(1.0, |r| r.throughput_txn_s.max(1e-9));
     println!();
     println!(
-        "{:<8} {:<12} {:>7} {:>12} {:>12} {:>8} {:>7} {:>9} {:>9} {:>9}",
+        "{:<8} {:<12} {:>7} {:>12} {:>12} {:>8} {:>7} {:>9} {:>9} {:>9} {:>11}",
         "mode",
         "workload",
         "threads",
@@ -133,11 +139,12 @@ pub(crate) fn print_summary(runs: &[RunResult]) {
         "ratio",
         "p50 us",
         "p99 us",
-        "p999 us"
+        "p999 us",
+        "cpu ns/txn"
     );
     for r in runs {
         println!(
-            "{:<8} {:<12} {:>7} {:>12} {:>12} {:>7.2}% {:>7.3} {:>9} {:>9} {:>9}",
+            "{:<8} {:<12} {:>7} {:>12} {:>12} {:>7.2}% {:>7.3} {:>9} {:>9} {:>9} {:>11.0}",
             r.mode,
             r.workload,
             r.config.threads,
@@ -148,6 +155,7 @@ pub(crate) fn print_summary(runs: &[RunResult]) {
             r.latency_us.p50,
             r.latency_us.p99,
             r.latency_us.p999,
+            r.worker_cpu_ns_per_txn,
         );
     }
 }

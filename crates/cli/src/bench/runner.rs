@@ -73,6 +73,8 @@ struct ThreadResult {
     conflicts: u64,
     latency: Histogram<u64>,
     windows: Vec<(u64, Histogram<u64>)>,
+    /// CPU time of the measured loop.
+    cpu_ns: u64,
 }
 
 /// Waits until everything committed so far is durable, so that a durable
@@ -102,6 +104,12 @@ fn wait_until_durable(db: &Database) -> Result<(), String> {
 }
 
 /// Opens a database for `spec`, loads `workload` and measures it.
+/// The calling thread's CPU time so far, in nanoseconds.
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResult, String> {
     let config = Config {
         durability: spec.mode,
@@ -184,6 +192,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
                     conflicts: 0,
                     latency: new_histogram(),
                     windows: (0..windows).map(|_| (0, new_histogram())).collect(),
+                    cpu_ns: 0,
                 };
                 let mut pending: VecDeque<(Instant, usize, Ticket)> = VecDeque::new();
                 worker
@@ -191,6 +200,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
                     .map_err(|e| format!("pinning worker {thread}: {e}"))?;
                 barrier.wait();
                 let start = Instant::now();
+                let cpu_start = thread_cpu_ns();
                 let mut window = 0usize;
                 let mut steps = 0u64;
                 loop {
@@ -231,6 +241,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
                         pending.pop_front();
                     }
                 }
+                result.cpu_ns = thread_cpu_ns() - cpu_start;
                 // Wait for the stragglers so their latency counts too.
                 for (began, w, ticket) in pending {
                     if ticket
@@ -337,6 +348,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
     let mut merged: Vec<(u64, Histogram<u64>)> =
         (0..windows).map(|_| (0, new_histogram())).collect();
     let (mut commits, mut rollbacks, mut conflicts) = (0u64, 0u64, 0u64);
+    let worker_cpu_ns: u64 = results.iter().map(|result| result.cpu_ns).sum();
     for result in &results {
         commits += result.commits;
         rollbacks += result.rollbacks;
@@ -365,6 +377,8 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         throughput_txn_s: commits as f64 / elapsed,
         per_thread_txn_s: commits as f64 / elapsed / spec.threads as f64,
         abort_rate: conflicts as f64 / (commits + conflicts).max(1) as f64,
+        worker_cpu_ns_per_txn: worker_cpu_ns as f64 / commits.max(1) as f64,
+        worker_cpu_share: worker_cpu_ns as f64 / 1e9 / (elapsed * spec.threads as f64),
         commits,
         conflicts,
         rollbacks,

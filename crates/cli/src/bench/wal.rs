@@ -18,6 +18,8 @@ use clap::Args;
 use epochdb_storage::{RealStorage, Storage};
 use epochdb_wal::{LogKind, Wal, WalOptions};
 use hdrhistogram::Histogram;
+
+use super::runner::thread_cpu_ns;
 use serde::Serialize;
 
 use super::disk::measure_write_read;
@@ -423,12 +425,6 @@ fn pin(cpus: &[usize]) {
         set.set(cpu);
     }
     let _ = rustix::thread::sched_setaffinity(None, &set);
-}
-
-/// The calling thread's CPU time so far, in nanoseconds.
-fn thread_cpu_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// The CDF at 200 quantiles, denser in the tail (up to 99.99%).
