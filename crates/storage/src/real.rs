@@ -120,6 +120,13 @@ impl Storage for RealStorage {
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
+        // `Path::new("name").parent()` is the empty path: the working
+        // directory, which `open` would not find by that name.
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
         self.durability(Op::SyncDir, dir, || File::open(dir)?.sync_all())
     }
 }

@@ -180,3 +180,17 @@ fn real_enospc_maps_to_no_space_and_latches() {
     // A fresh storage (a restart) is not latched.
     assert!(RealStorage::new().list(tmp.path()).unwrap().is_empty());
 }
+
+/// The parent of a bare relative name (`Path::new("db").parent()`) is the
+/// empty path: syncing it syncs the working directory rather than failing
+/// with "not found" (found by `epochdb crashtest --store hybridlog --dir
+/// db`, which could not open its store).
+#[test]
+fn syncing_the_parent_of_a_bare_relative_name_syncs_the_working_directory() {
+    let storage = RealStorage::new();
+    let parent = Path::new("db").parent().expect("a relative name has one");
+    assert!(parent.as_os_str().is_empty());
+    storage.sync_dir(parent).unwrap();
+    // And nothing latched.
+    storage.sync_dir(Path::new(".")).unwrap();
+}
