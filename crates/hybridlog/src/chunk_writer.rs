@@ -222,13 +222,14 @@ impl ChunkWriter {
     /// Writes what `last` holds (its bytes past the last whole block
     /// through the page cache), ends the writers and returns the file once
     /// everything sent is written (not synced, unless by the writers along
-    /// the way).
-    pub(crate) fn finish(mut self, mut last: DirectVec) -> Result<Box<dyn StorageFile>> {
+    /// the way), with the offset just past the last byte written.
+    pub(crate) fn finish(mut self, mut last: DirectVec) -> Result<(Box<dyn StorageFile>, u64)> {
         self.send(&mut last)?;
         self.submit(last, false)?;
         self.join()?;
         let file = self.file.take().expect("finished once");
-        Ok(Arc::try_unwrap(file).expect("the writers have ended"))
+        let file = Arc::try_unwrap(file).expect("the writers have ended");
+        Ok((file, self.at))
     }
 
     fn join(&mut self) -> Result<()> {
@@ -320,7 +321,7 @@ mod tests {
                 }
                 buf.extend_from_slice(b"the end");
                 expected.extend_from_slice(b"the end");
-                let file = out.finish(buf).unwrap();
+                let (file, _) = out.finish(buf).unwrap();
                 file.sync().unwrap();
                 assert_eq!(
                     disk.read(&path).unwrap(),

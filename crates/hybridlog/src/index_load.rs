@@ -421,6 +421,9 @@ mod tests {
             &crate::checkpoint::CheckpointBuffers::default(),
             true,
         )
+        .unwrap()
+        .1
+        .make_durable(&disk)
         .unwrap();
         let good = disk.read(&dir.join(index_name(1))).unwrap();
         let block = BLOCK_HEADER_BYTES + (1 << 20);

@@ -754,6 +754,7 @@ impl<F: Functions> Store<F> {
         let index_started = Instant::now();
         let mut bytes = 0u64;
         let with_index = with_index || driver.index.is_none();
+        let mut index_sync = None;
         if with_index {
             let id = driver.next_index_id;
             let l_h = inner.log.tail_address();
@@ -762,7 +763,7 @@ impl<F: Functions> Store<F> {
             // so the copy holds it or the replay from L_h is not needed for
             // it.
             self.epoch_barrier();
-            let words_bytes = checkpoint::write_index(
+            let (words_bytes, unsynced) = checkpoint::write_index(
                 inner.storage.as_ref(),
                 &inner.dir,
                 id,
@@ -770,6 +771,10 @@ impl<F: Functions> Store<F> {
                 &inner.checkpoint_buffers,
                 inner.config.direct_io,
             )?;
+            index_sync = Some(checkpoint::IndexSync::start(
+                unsynced,
+                inner.storage.clone(),
+            ));
             let l_i = inner.log.tail_address();
             bytes += words_bytes;
             driver.index = Some(IndexCheckpoint { id, l_h, l_i });
@@ -843,6 +848,9 @@ impl<F: Functions> Store<F> {
         // invalid marks) and was not synced since becomes durable before
         // the metadata that relies on it; a no-op otherwise.
         epochdb_storage::StorageFile::sync(inner.segments.as_ref())?;
+        if let Some(index_sync) = index_sync {
+            index_sync.wait()?;
+        }
         checkpoint::write_metadata(inner.storage.as_ref(), &inner.dir, &meta)?;
         marks[4] = Instant::now();
         inner.state.store(SystemState::rest(v + 1).pack(), Release);
