@@ -436,7 +436,7 @@ pub(crate) fn write_index(
     if storage.exists(&tmp)? {
         storage.remove(&tmp)?;
     }
-    let file = match take_spare_index(storage, dir, &tmp)? {
+    let file = match take_spare(storage, dir, SPARE_INDEX_NAME, &tmp)? {
         Some(spare) => spare,
         None => storage.create(&tmp)?,
     };
@@ -494,10 +494,7 @@ pub(crate) fn write_index(
         seal(&mut buf, block_start);
     }
     let (mut file, end) = out.finish(buf)?;
-    if file.size()? > end {
-        // A spare longer than this index: its tail is an older index's.
-        file.truncate(end)?;
-    }
+    truncate_spare_tail(&mut file, end)?;
     file.write_at(0, &index_header_block(index.len(), overflow))?;
     let unsynced = UnsyncedIndex {
         file,
@@ -509,28 +506,42 @@ pub(crate) fn write_index(
 }
 
 /// Name of a retired index file kept for the next index checkpoint to
-/// write over (see [`take_spare_index`]). Not an index checkpoint: recovery
+/// write over (see [`take_spare`]). Not an index checkpoint: recovery
 /// ignores it, and it does not end in `.dat`.
 pub(crate) const SPARE_INDEX_NAME: &str = "index.spare";
 
-/// The spare index file, renamed to `tmp` and opened, if there is one.
+/// Name of a retired snapshot file kept for the next snapshot to write
+/// over, as [`SPARE_INDEX_NAME`] for index files.
+pub(crate) const SPARE_SNAPSHOT_NAME: &str = "snap.spare";
+
+/// The spare file `spare_name`, renamed to `tmp` and opened, if there is
+/// one; the caller writes over it and truncates what it did not write.
 ///
 /// Writing over blocks a file already has costs the file system no
 /// allocation and no unwritten-extent conversion at the sync: on this
 /// project's VM disk (ext4) 34 MiB of direct 1 MiB writes and a sync took
 /// 75–102 ms over an old file against 110–137 ms into a new one
 /// (BENCHMARKS.md, "Index checkpoints written over a spare file").
-fn take_spare_index(
+fn take_spare(
     storage: &dyn Storage,
     dir: &Path,
+    spare_name: &str,
     tmp: &Path,
 ) -> Result<Option<Box<dyn StorageFile>>> {
-    let spare = dir.join(SPARE_INDEX_NAME);
+    let spare = dir.join(spare_name);
     if !storage.exists(&spare)? {
         return Ok(None);
     }
     storage.rename(&spare, tmp)?;
     Ok(Some(storage.open(tmp)?))
+}
+
+/// Cuts what a spare written over holds past `end`: an older file's tail.
+fn truncate_spare_tail(file: &mut Box<dyn StorageFile>, end: u64) -> Result<()> {
+    if file.size()? > end {
+        file.truncate(end)?;
+    }
+    Ok(())
 }
 
 /// [`UnsyncedIndex::make_durable`] on a thread of its own, so that the
@@ -683,7 +694,10 @@ impl<'s> SnapshotWriter<'s> {
         if storage.exists(&tmp)? {
             storage.remove(&tmp)?;
         }
-        let file = storage.create(&tmp)?;
+        let file = match take_spare(storage, dir, SPARE_SNAPSHOT_NAME, &tmp)? {
+            Some(spare) => spare,
+            None => storage.create(&tmp)?,
+        };
         let mut header = Vec::with_capacity(32);
         for x in [
             u64::from(version),
@@ -764,7 +778,8 @@ impl<'s> SnapshotWriter<'s> {
     /// Writes what is left, syncs the file, renames it to its final name
     /// and syncs the directory. Returns the file's size.
     pub(crate) fn finish(self) -> Result<u64> {
-        let (file, _) = self.out.finish(self.buf)?;
+        let (mut file, end) = self.out.finish(self.buf)?;
+        truncate_spare_tail(&mut file, end)?;
         file.sync()?;
         drop(file);
         self.storage

@@ -31,7 +31,7 @@ use epochdb_storage::{Storage, StorageFile};
 use crate::address::FIRST_ADDRESS;
 use crate::checkpoint::{
     self, index_name, meta_name, parse_meta_name, parse_snap_name, snap_name, Metadata,
-    SPARE_INDEX_NAME,
+    SPARE_INDEX_NAME, SPARE_SNAPSHOT_NAME,
 };
 use crate::error::{Error, Result};
 use crate::index::Index;
@@ -212,9 +212,9 @@ fn restore_snapshot(
 
 /// Removes metadata older than `version`, index files other than
 /// `index_id` and snapshot files other than `snapshots`, once checkpoint
-/// `version` is durable. One old index file is not removed but renamed to
-/// the spare the next index checkpoint writes over
-/// ([`SPARE_INDEX_NAME`]).
+/// `version` is durable. One old index file and one old snapshot file are
+/// not removed but renamed to the spares the next checkpoints write over
+/// ([`SPARE_INDEX_NAME`], [`SPARE_SNAPSHOT_NAME`]).
 pub(crate) fn remove_old_checkpoints(
     storage: &dyn Storage,
     dir: &Path,
@@ -224,15 +224,19 @@ pub(crate) fn remove_old_checkpoints(
 ) -> Result<()> {
     let keep_index = index_name(index_id);
     let mut removed = false;
-    let mut kept_spare = false;
+    let (mut kept_index, mut kept_snapshot) = (false, false);
     for name in storage.list(dir)? {
         let old_meta = parse_meta_name(&name).is_some_and(|v| v < version);
         let old_index = name.starts_with("index-") && name.ends_with(".dat") && name != keep_index;
         let old_snapshot = parse_snap_name(&name).is_some_and(|s| !snapshots.contains(&s));
-        if old_index && !kept_spare {
-            // Kept for the next index checkpoint to write over.
+        // One of each kept for the next checkpoint to write over.
+        if old_index && !kept_index {
             storage.rename(&dir.join(&name), &dir.join(SPARE_INDEX_NAME))?;
-            kept_spare = true;
+            kept_index = true;
+            removed = true;
+        } else if old_snapshot && !kept_snapshot {
+            storage.rename(&dir.join(&name), &dir.join(SPARE_SNAPSHOT_NAME))?;
+            kept_snapshot = true;
             removed = true;
         } else if old_meta || old_index || old_snapshot {
             storage.remove(&dir.join(&name))?;
