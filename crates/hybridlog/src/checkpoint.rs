@@ -926,38 +926,30 @@ mod tests {
         index
     }
 
+    /// `write_index` of `index` as id `id` in `dir`, not yet durable.
+    fn write_unsynced(disk: &SimStorage, dir: &Path, id: u64, index: &Index) -> UnsyncedIndex {
+        write_index(disk, dir, id, index, &CheckpointBuffers::default(), true)
+            .unwrap()
+            .1
+    }
+
     #[test]
     fn an_index_written_over_the_spare_is_the_file_written_fresh() {
         let disk = SimStorage::new(5);
         let (fresh_dir, reused_dir) = (Path::new("/fresh"), Path::new("/reused"));
         let index = filled_index(1 << 14, 16);
         disk.create_dir_all(fresh_dir).unwrap();
-        let (_, unsynced) = write_index(
-            &disk,
-            fresh_dir,
-            2,
-            &index,
-            &CheckpointBuffers::default(),
-            true,
-        )
-        .unwrap();
-        unsynced.make_durable(&disk).unwrap();
+        write_unsynced(&disk, fresh_dir, 2, &index)
+            .make_durable(&disk)
+            .unwrap();
         let want = disk.read(&fresh_dir.join(index_name(2))).unwrap();
         // Spares longer and shorter than the new file, holding another
         // index's valid blocks.
         for spare_buckets in [1u64 << 15, 1 << 12] {
             disk.create_dir_all(reused_dir).unwrap();
-            let old = filled_index(spare_buckets, 64);
-            let (_, unsynced) = write_index(
-                &disk,
-                reused_dir,
-                1,
-                &old,
-                &CheckpointBuffers::default(),
-                true,
-            )
-            .unwrap();
-            unsynced.make_durable(&disk).unwrap();
+            write_unsynced(&disk, reused_dir, 1, &filled_index(spare_buckets, 64))
+                .make_durable(&disk)
+                .unwrap();
             let old_len = disk.len(&reused_dir.join(index_name(1))).unwrap();
             assert_ne!(old_len, want.len() as u64);
             disk.rename(
@@ -965,15 +957,7 @@ mod tests {
                 &reused_dir.join(SPARE_INDEX_NAME),
             )
             .unwrap();
-            let (_, unsynced) = write_index(
-                &disk,
-                reused_dir,
-                2,
-                &index,
-                &CheckpointBuffers::default(),
-                true,
-            )
-            .unwrap();
+            let unsynced = write_unsynced(&disk, reused_dir, 2, &index);
             assert!(
                 !disk.exists(&reused_dir.join(SPARE_INDEX_NAME)).unwrap(),
                 "the spare was not taken"
