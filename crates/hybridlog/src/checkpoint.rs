@@ -433,13 +433,7 @@ pub(crate) fn write_index(
 ) -> Result<(u64, UnsyncedIndex)> {
     let path = dir.join(index_name(id));
     let tmp = dir.join(format!("{}{}", index_name(id), epochdb_storage::TMP_SUFFIX));
-    if storage.exists(&tmp)? {
-        storage.remove(&tmp)?;
-    }
-    let file = match take_spare(storage, dir, SPARE_INDEX_NAME, &tmp)? {
-        Some(spare) => spare,
-        None => storage.create(&tmp)?,
-    };
+    let file = create_or_reuse(storage, dir, SPARE_INDEX_NAME, &tmp)?;
     let mut out = ChunkWriter::start(
         file,
         INDEX_HEADER_BLOCK_BYTES as u64,
@@ -506,7 +500,7 @@ pub(crate) fn write_index(
 }
 
 /// Name of a retired index file kept for the next index checkpoint to
-/// write over (see [`take_spare`]). Not an index checkpoint: recovery
+/// write over (see [`create_or_reuse`]). Not an index checkpoint: recovery
 /// ignores it, and it does not end in `.dat`.
 pub(crate) const SPARE_INDEX_NAME: &str = "index.spare";
 
@@ -514,26 +508,32 @@ pub(crate) const SPARE_INDEX_NAME: &str = "index.spare";
 /// over, as [`SPARE_INDEX_NAME`] for index files.
 pub(crate) const SPARE_SNAPSHOT_NAME: &str = "snap.spare";
 
-/// The spare file `spare_name`, renamed to `tmp` and opened, if there is
-/// one; the caller writes over it and truncates what it did not write.
+/// Opens `tmp` to write a checkpoint file into: the spare `spare_name`
+/// renamed to it if there is one (the caller writes over it and truncates
+/// what it did not write), else a new file; a leftover `tmp` of an
+/// abandoned attempt is replaced either way.
 ///
 /// Writing over blocks a file already has costs the file system no
 /// allocation and no unwritten-extent conversion at the sync: on this
 /// project's VM disk (ext4) 34 MiB of direct 1 MiB writes and a sync took
 /// 75–102 ms over an old file against 110–137 ms into a new one
 /// (BENCHMARKS.md, "Index checkpoints written over a spare file").
-fn take_spare(
+fn create_or_reuse(
     storage: &dyn Storage,
     dir: &Path,
     spare_name: &str,
     tmp: &Path,
-) -> Result<Option<Box<dyn StorageFile>>> {
+) -> Result<Box<dyn StorageFile>> {
     let spare = dir.join(spare_name);
-    if !storage.exists(&spare)? {
-        return Ok(None);
+    if storage.exists(&spare)? {
+        // Replaces a leftover `tmp`.
+        storage.rename(&spare, tmp)?;
+        return Ok(storage.open(tmp)?);
     }
-    storage.rename(&spare, tmp)?;
-    Ok(Some(storage.open(tmp)?))
+    if storage.exists(tmp)? {
+        storage.remove(tmp)?;
+    }
+    Ok(storage.create(tmp)?)
 }
 
 /// Cuts what a spare written over holds past `end`: an older file's tail.
@@ -691,13 +691,7 @@ impl<'s> SnapshotWriter<'s> {
             snap_name(version),
             epochdb_storage::TMP_SUFFIX
         ));
-        if storage.exists(&tmp)? {
-            storage.remove(&tmp)?;
-        }
-        let file = match take_spare(storage, dir, SPARE_SNAPSHOT_NAME, &tmp)? {
-            Some(spare) => spare,
-            None => storage.create(&tmp)?,
-        };
+        let file = create_or_reuse(storage, dir, SPARE_SNAPSHOT_NAME, &tmp)?;
         let mut header = Vec::with_capacity(32);
         for x in [
             u64::from(version),

@@ -103,13 +103,13 @@ fn wait_until_durable(db: &Database) -> Result<(), String> {
     Ok(())
 }
 
-/// Opens a database for `spec`, loads `workload` and measures it.
 /// The calling thread's CPU time so far, in nanoseconds.
 pub(crate) fn thread_cpu_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// Opens a database for `spec`, loads `workload` and measures it.
 pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResult, String> {
     let config = Config {
         durability: spec.mode,

@@ -18,13 +18,12 @@ use clap::Args;
 use epochdb_storage::{RealStorage, Storage};
 use epochdb_wal::{LogKind, Wal, WalOptions};
 use hdrhistogram::Histogram;
-
-use super::runner::thread_cpu_ns;
 use serde::Serialize;
 
 use super::disk::measure_write_read;
 use super::null_device::NullDevice;
 use super::report::write_json;
+use super::runner::thread_cpu_ns;
 use super::wal_plot::{draw_cdf, Curve};
 
 /// MiB written (and read back) by the disk probe.
