@@ -7,6 +7,7 @@ mod fcc;
 mod fcc_plot;
 mod hybridlog;
 mod null_device;
+mod placement;
 mod plot;
 mod report;
 mod runner;

@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use super::disk::measure_write_read;
 use super::null_device::NullDevice;
+use super::placement::Placement;
 use super::report::write_json;
 use super::runner::thread_cpu_ns;
 use super::wal_plot::{draw_cdf, Curve};
@@ -369,63 +370,6 @@ fn print_row(name: &str, run: &Run, pace: Option<u64>) {
     );
 }
 
-/// `--pin-threads`: the CPUs of the database threads and of the log's own.
-struct Placement {
-    database: Vec<usize>,
-    pipeline: Vec<usize>,
-}
-
-impl Placement {
-    /// The first `threads` allowed CPUs for database threads, the rest for
-    /// the pipeline; nothing pinned without `pin` or when the CPUs cannot
-    /// be read.
-    fn new(pin: bool, threads: usize) -> Self {
-        let cpus: Vec<usize> = match rustix::thread::sched_getaffinity(None) {
-            Ok(set) if pin => (0..rustix::thread::CpuSet::MAX_CPU)
-                .filter(|&c| set.is_set(c))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let split = threads.min(cpus.len());
-        Self {
-            database: cpus[..split].to_vec(),
-            pipeline: cpus[split..].to_vec(),
-        }
-    }
-
-    /// Runs `open` with the calling thread pinned to the pipeline's CPUs,
-    /// so that the threads it spawns start there; restores the affinity.
-    fn for_pipeline<T>(&self, open: impl FnOnce() -> T) -> T {
-        let before = rustix::thread::sched_getaffinity(None).ok();
-        if self.pipeline.is_empty() || before.is_none() {
-            return open();
-        }
-        pin(&self.pipeline);
-        let result = open();
-        if let Some(set) = before {
-            // Placement is a hint: a failure leaves the thread where it is.
-            let _ = rustix::thread::sched_setaffinity(None, &set);
-        }
-        result
-    }
-
-    /// Pins database thread `t` to its CPU (round robin).
-    fn pin_database_thread(&self, t: usize) {
-        if !self.database.is_empty() {
-            pin(&[self.database[t % self.database.len()]]);
-        }
-    }
-}
-
-/// Pins the calling thread to `cpus`; a failure leaves it where it is.
-fn pin(cpus: &[usize]) {
-    let mut set = rustix::thread::CpuSet::new();
-    for &cpu in cpus {
-        set.set(cpu);
-    }
-    let _ = rustix::thread::sched_setaffinity(None, &set);
-}
-
 /// The CDF at 200 quantiles, denser in the tail (up to 99.99%).
 fn cdf(latency: &Histogram<u64>) -> Vec<(f64, f64)> {
     if latency.is_empty() {
@@ -466,7 +410,7 @@ fn one_run(
     } = load;
     // The log's worker and flusher inherit the opening thread's affinity.
     let (wal, recovered) = placement
-        .for_pipeline(|| Wal::open(storage.clone(), dir, options.clone()))
+        .for_background(|| Wal::open(storage.clone(), dir, options.clone()))
         .map_err(|e| e.to_string())?;
     let first = recovered.end_lsn;
     let stop = AtomicBool::new(false);
@@ -483,7 +427,7 @@ fn one_run(
             let (stop, committed, failed, record, latency, db_cpu_ns) =
                 (&stop, &committed, &failed, &record, &latency, &db_cpu_ns);
             s.spawn(move || {
-                placement.pin_database_thread(t);
+                placement.pin_measured_thread(t);
                 // The callbacks run on this thread; they share its histogram.
                 let mine = Arc::new(Mutex::new(
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds"),

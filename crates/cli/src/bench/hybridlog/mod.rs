@@ -38,6 +38,7 @@ use analysis::{Analysis, Measured};
 use output::{draw, print_summary};
 
 use super::disk::{evict_dir, measure_write_read};
+use super::placement::Placement;
 use super::report::{write_json, Latency};
 use super::runner::{format_count, join_all, WINDOW};
 
@@ -126,6 +127,13 @@ pub(crate) struct HybridlogArgs {
     /// default, `Config::huge_pages`) or off (4 KiB pages).
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     huge_pages: String,
+    /// Pins each session thread to a CPU of its own and the store's own
+    /// threads (flush, I/O, the checkpoint driver and the writers it
+    /// starts) and the sampler to the CPUs left over (none left: they are
+    /// not pinned), so that a checkpoint's work does not share the
+    /// sessions' cores. Loading is not pinned.
+    #[arg(long)]
+    pin_threads: bool,
     /// Directory for the store (it uses a fresh `hybridlog` subdirectory);
     /// default: a fresh temporary directory.
     #[arg(long)]
@@ -357,6 +365,8 @@ struct RunConfig {
     memory_mb: u64,
     mutable_fraction: f64,
     prefetch: usize,
+    /// `--pin-threads`.
+    pin_threads: bool,
     data_mb: f64,
     page_bytes: u64,
     index_buckets: usize,
@@ -525,13 +535,19 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
     let functions = AddFirstWord {
         value_size: args.value_size,
     };
-    let store = Store::open(
-        Arc::new(RealStorage::new()),
-        &dir,
-        config.clone(),
-        functions,
-    )
-    .map_err(|e| format!("opening the store: {e}"))?;
+    let placement = Placement::new(args.pin_threads, args.threads);
+    // The store's flush and I/O threads inherit the opening thread's
+    // affinity.
+    let store = placement
+        .for_background(|| {
+            Store::open(
+                Arc::new(RealStorage::new()),
+                &dir,
+                config.clone(),
+                functions,
+            )
+        })
+        .map_err(|e| format!("opening the store: {e}"))?;
 
     let load_start = Instant::now();
     load(&store, args.keys, args.value_size, args.threads)?;
@@ -574,84 +590,93 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
     let mut samples: Vec<(f64, u64, u64)> = Vec::new();
     let mut t0 = Instant::now();
 
-    let results = std::thread::scope(|scope| -> Result<Vec<ThreadResult>, String> {
-        let mut handles = Vec::new();
-        for thread in 0..args.threads {
-            let (store, chooser, counters, stop, barrier) =
-                (&store, &chooser, &counters, &stop, &barrier);
-            let seed = args
-                .seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add(thread as u64);
-            let value_size = args.value_size;
-            let prefetch = args.prefetch;
-            handles.push(scope.spawn(move || {
-                worker(
-                    store,
-                    chooser,
-                    mix,
-                    seed,
-                    value_size,
-                    prefetch,
-                    windows,
-                    &counters[thread],
-                    stop,
-                    barrier,
-                )
-            }));
-        }
-        let checkpointer = {
-            let (store, stop, barrier, taken, checkpoint_error, at, dir) = (
-                &store,
-                &stop,
-                &barrier,
-                &taken,
-                &checkpoint_error,
-                &at,
-                &dir,
-            );
-            let with_index = !args.log_only;
-            scope.spawn(move || {
-                barrier.wait();
-                if let Err(error) = take_checkpoints(store, at, with_index, dir, stop, taken) {
-                    *checkpoint_error.lock().expect("not poisoned") = Some(error);
-                }
-            })
-        };
-        barrier.wait();
-        t0 = Instant::now();
-        let mut next_report = t0 + Duration::from_secs(1);
-        let mut last = (t0, 0u64);
-        let total = || -> u64 { counters.iter().map(|c| c.load(Ordering::Relaxed)).sum() };
-        while t0.elapsed() < duration {
-            std::thread::sleep(SAMPLE);
-            let now = Instant::now();
-            let ops = total();
-            let addresses = store.addresses();
-            samples.push((
-                (now - t0).as_secs_f64(),
-                ops,
-                addresses.tail - addresses.begin,
-            ));
-            if now >= next_report {
-                let rate = (ops - last.1) as f64 / (now - last.0).as_secs_f64();
-                let state = store.system_state();
-                eprintln!(
-                    "[hybridlog] {:5.1} s  {:>10} ops/s  log {:>8.1} MB  {:?} v{}",
-                    (now - t0).as_secs_f64(),
-                    format_count(rate),
-                    (addresses.tail - addresses.begin) as f64 / 1e6,
-                    state.phase,
-                    state.version
-                );
-                last = (now, ops);
-                next_report += Duration::from_secs(1);
+    // The sampler (this thread) and the checkpoint driver run on the
+    // background CPUs with `--pin-threads`; recovery afterwards does not.
+    let results = placement.for_background(|| {
+        std::thread::scope(|scope| -> Result<Vec<ThreadResult>, String> {
+            let mut handles = Vec::new();
+            for thread in 0..args.threads {
+                let (store, chooser, counters, stop, barrier) =
+                    (&store, &chooser, &counters, &stop, &barrier);
+                let seed = args
+                    .seed
+                    .wrapping_mul(1_000_003)
+                    .wrapping_add(thread as u64);
+                let value_size = args.value_size;
+                let prefetch = args.prefetch;
+                let placement = &placement;
+                handles.push(scope.spawn(move || {
+                    placement.pin_measured_thread(thread);
+                    worker(
+                        store,
+                        chooser,
+                        mix,
+                        seed,
+                        value_size,
+                        prefetch,
+                        windows,
+                        &counters[thread],
+                        stop,
+                        barrier,
+                    )
+                }));
             }
-        }
-        // A checkpoint still running needs the sessions: stop them after it.
-        let _ = checkpointer.join();
-        stop.store(true, Ordering::Relaxed);
-        join_all(handles)
+            let checkpointer = {
+                let (store, stop, barrier, taken, checkpoint_error, at, dir) = (
+                    &store,
+                    &stop,
+                    &barrier,
+                    &taken,
+                    &checkpoint_error,
+                    &at,
+                    &dir,
+                );
+                let with_index = !args.log_only;
+                let placement = &placement;
+                scope.spawn(move || {
+                    // The checkpoint's writer and sync threads start from here.
+                    placement.pin_background_thread();
+                    barrier.wait();
+                    if let Err(error) = take_checkpoints(store, at, with_index, dir, stop, taken) {
+                        *checkpoint_error.lock().expect("not poisoned") = Some(error);
+                    }
+                })
+            };
+            barrier.wait();
+            t0 = Instant::now();
+            let mut next_report = t0 + Duration::from_secs(1);
+            let mut last = (t0, 0u64);
+            let total = || -> u64 { counters.iter().map(|c| c.load(Ordering::Relaxed)).sum() };
+            while t0.elapsed() < duration {
+                std::thread::sleep(SAMPLE);
+                let now = Instant::now();
+                let ops = total();
+                let addresses = store.addresses();
+                samples.push((
+                    (now - t0).as_secs_f64(),
+                    ops,
+                    addresses.tail - addresses.begin,
+                ));
+                if now >= next_report {
+                    let rate = (ops - last.1) as f64 / (now - last.0).as_secs_f64();
+                    let state = store.system_state();
+                    eprintln!(
+                        "[hybridlog] {:5.1} s  {:>10} ops/s  log {:>8.1} MB  {:?} v{}",
+                        (now - t0).as_secs_f64(),
+                        format_count(rate),
+                        (addresses.tail - addresses.begin) as f64 / 1e6,
+                        state.phase,
+                        state.version
+                    );
+                    last = (now, ops);
+                    next_report += Duration::from_secs(1);
+                }
+            }
+            // A checkpoint still running needs the sessions: stop them after it.
+            let _ = checkpointer.join();
+            stop.store(true, Ordering::Relaxed);
+            join_all(handles)
+        })
     })?;
     if let Some(error) = checkpoint_error.into_inner().expect("not poisoned") {
         return Err(error);
@@ -751,6 +776,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             memory_mb,
             mutable_fraction: args.mutable_fraction,
             prefetch: args.prefetch,
+            pin_threads: args.pin_threads,
             data_mb: data_bytes as f64 / 1e6,
             page_bytes: 1 << page_bits,
             index_buckets: config_buckets(args.keys),
