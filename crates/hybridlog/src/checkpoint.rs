@@ -36,6 +36,7 @@ use std::thread::JoinHandle;
 
 use epochdb_storage::{blocks, encode_block, FrameError, Storage, StorageFile};
 
+use crate::address::{PAGE_BITS_MAX, PAGE_BITS_MIN};
 use crate::chunk_writer::{BufferPool, ChunkWriter, WRITE_CHUNK_BYTES};
 use crate::error::{Error, Result};
 use crate::index::Index;
@@ -49,7 +50,7 @@ pub(crate) const INDEX_MAGIC: u32 = 0x5849_4c48;
 const SNAP_MAGIC: u32 = 0x4e53_4c48;
 /// Format version of index and snapshot files, and of metadata written
 /// before snapshots existed.
-const FORMAT_VERSION: u16 = 1;
+pub(crate) const FORMAT_VERSION: u16 = 1;
 /// Format version of metadata that names a checkpoint kind and a snapshot
 /// map.
 const META_VERSION: u16 = 2;
@@ -266,7 +267,10 @@ impl Metadata {
                     .ok_or_else(wrong_length)?,
             )
             .ok_or_else(wrong_length)?;
-        let page_bits = u32::try_from(words[7]).map_err(|_| corrupt(72, "page bits".into()))?;
+        let page_bits = u32::try_from(words[7])
+            .ok()
+            .filter(|b| (PAGE_BITS_MIN..=PAGE_BITS_MAX).contains(b))
+            .ok_or_else(|| corrupt(16, format!("page bits {}", words[7])))?;
         let (kind, snapshot, segment_bits) = if block.version == FORMAT_VERSION {
             if words.len() != sessions_end {
                 return Err(wrong_length());
@@ -331,10 +335,15 @@ impl Metadata {
             // The pieces must tile [start, l_e) exactly.
             let mut at = map.start;
             for piece in &map.pieces {
-                if piece.address != at || piece.bytes == 0 || piece.bytes > PIECE_BYTES_MAX {
+                let next = at.checked_add(piece.bytes);
+                if piece.address != at
+                    || piece.bytes == 0
+                    || piece.bytes > PIECE_BYTES_MAX
+                    || next.is_none()
+                {
                     return Err(corrupt(16, format!("snapshot map broken at {at}")));
                 }
-                at += piece.bytes;
+                at = next.expect("checked");
             }
             if at != meta.l_e || map.start > meta.l_e {
                 return Err(corrupt(16, "snapshot map does not end at l_e".into()));
@@ -960,6 +969,137 @@ mod tests {
             let got = disk.read(&reused_dir.join(index_name(2))).unwrap();
             assert_eq!(got.len(), want.len(), "spare of {spare_buckets} buckets");
             assert!(got == want, "spare of {spare_buckets} buckets");
+        }
+    }
+
+    /// A word a decoder meets: mostly small (so that decoding gets past the
+    /// length and order checks), sometimes anything.
+    fn meta_word() -> impl proptest::strategy::Strategy<Value = u64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            0u64..4,
+            0u64..80,
+            0u64..(1 << 16),
+            any::<u64>(),
+            Just(u64::MAX)
+        ]
+    }
+
+    /// Metadata with fields a bug could write: addresses in order or
+    /// not, any page and segment bits, a snapshot map whose pieces may or
+    /// may not tile `[start, l_e)` (its start near the top of the address
+    /// space sometimes).
+    fn arbitrary_metadata() -> impl proptest::strategy::Strategy<Value = Metadata> {
+        use proptest::prelude::*;
+        let addresses = proptest::collection::vec(meta_word(), 4).prop_map(|mut a| {
+            a.sort_unstable();
+            a
+        });
+        let pieces = proptest::collection::vec(
+            (
+                prop_oneof![Just(0u64), 1u64..4096, Just(PIECE_BYTES_MAX), meta_word()],
+                0u32..4,
+            ),
+            0..4,
+        );
+        (
+            addresses,
+            any::<bool>(),
+            prop_oneof![0u32..40, any::<u32>()],
+            prop_oneof![0u32..70, any::<u32>()],
+            0u8..3,
+            pieces,
+            prop_oneof![
+                Just(None),
+                Just(Some(u64::MAX - 100)),
+                meta_word().prop_map(Some)
+            ],
+        )
+            .prop_map(
+                |(a, ordered, page_bits, segment_bits, kind, pieces, start)| {
+                    let kind = CheckpointKind::from_code(u64::from(kind)).expect("0..3");
+                    let (l_h, l_i, l_s, l_e) = if ordered {
+                        (a[0], a[1], a[2], a[3])
+                    } else {
+                        (a[3], a[0], a[2], a[1])
+                    };
+                    let total = pieces.iter().fold(0u64, |t, p| t.wrapping_add(p.0));
+                    let start = start.unwrap_or(l_e.wrapping_sub(total));
+                    let mut address = start;
+                    let pieces = pieces
+                        .into_iter()
+                        .map(|(bytes, file)| {
+                            let piece = Piece {
+                                address,
+                                bytes,
+                                file,
+                                offset: 48,
+                            };
+                            address = address.wrapping_add(bytes);
+                            piece
+                        })
+                        .collect();
+                    Metadata {
+                        version: 1,
+                        l_s,
+                        l_e,
+                        begin: l_h,
+                        index_id: 1,
+                        l_h,
+                        l_i,
+                        page_bits,
+                        next_session_id: 1,
+                        sessions: vec![(1, 2)],
+                        kind,
+                        snapshot: kind.is_snapshot().then_some(SnapshotMap { start, pieces }),
+                        segment_bits,
+                    }
+                },
+            )
+    }
+
+    /// What recovery relies on in metadata that decoded.
+    fn usable(meta: &Metadata) -> std::result::Result<(), proptest::test_runner::TestCaseError> {
+        proptest::prop_assert!((PAGE_BITS_MIN..=PAGE_BITS_MAX).contains(&meta.page_bits));
+        proptest::prop_assert!(
+            meta.segment_bits == 0 || (meta.page_bits..64).contains(&meta.segment_bits)
+        );
+        if let Some(map) = &meta.snapshot {
+            let total: u128 = map.pieces.iter().map(|p| u128::from(p.bytes)).sum();
+            proptest::prop_assert_eq!(u128::from(map.start) + total, u128::from(meta.l_e));
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        /// Metadata encoded from any fields (what a bug could write with a
+        /// valid CRC) decodes to an error or to metadata recovery can use.
+        #[test]
+        fn metadata_of_any_fields_decodes_safely(meta in arbitrary_metadata()) {
+            if let Ok(back) = Metadata::decode(Path::new("m"), &meta.encode()) {
+                usable(&back)?;
+            }
+        }
+
+        /// Metadata whose frame checks out (a bug's output, not a torn
+        /// write: the CRC stops those) decodes to an error or to metadata
+        /// recovery can use: a page size it supports, a segment size of at
+        /// least a page, a snapshot map that tiles its range. No panic,
+        /// no overflow.
+        #[test]
+        fn framed_metadata_of_any_words_decodes_safely(
+            words in proptest::collection::vec(meta_word(), 0..40),
+            cut in 0usize..8,
+        ) {
+            let mut payload: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            payload.truncate(payload.len().saturating_sub(cut));
+            for version in [FORMAT_VERSION, META_VERSION] {
+                let mut out = Vec::new();
+                encode_block(&mut out, META_MAGIC, version, KIND_META, &payload);
+                if let Ok(meta) = Metadata::decode(Path::new("m"), &out) {
+                    usable(&meta)?;
+                }
+            }
         }
     }
 

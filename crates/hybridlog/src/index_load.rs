@@ -194,6 +194,7 @@ pub(crate) fn read_index(
     if !b.is_power_of_two() || b > 1 << 40 || o > 1 << 40 {
         return Err(corrupt(0, format!("index of {b} buckets, {o} overflow")));
     }
+    check_room(storage, path, b, o)?;
     let total_words = (b + o) as usize * 8;
     let index = Index::with_overflow(b as usize, o, huge_pages);
     reader.at = first.end;
@@ -299,6 +300,24 @@ pub(crate) fn read_index(
     Ok((index, loaded_words as u64 * 8))
 }
 
+/// Refuses an index header that names more buckets than the file could
+/// hold (a bug's header behind a valid checksum, or a cut file), before the
+/// index's memory is mapped for them.
+fn check_room(storage: &dyn Storage, path: &Path, buckets: u64, overflow: u64) -> Result<()> {
+    let needs = (buckets + overflow) * 64;
+    let has = storage.len(path)?;
+    if needs > has {
+        return Err(Error::Corrupted {
+            file: path.to_path_buf(),
+            offset: 0,
+            reason: format!(
+                "index of {buckets} buckets and {overflow} overflow needs {needs} bytes; the file has {has}"
+            ),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     //! The loader against the one-block-at-a-time reader it replaces (kept
@@ -359,6 +378,7 @@ mod tests {
                             format!("index of {b} buckets, {o} overflow"),
                         ));
                     }
+                    check_room(storage, path, b, o)?;
                     let total_words = (b + o) as usize * 8;
                     index = Some((Index::with_overflow(b as usize, o, true), total_words, o));
                 }
@@ -396,6 +416,40 @@ mod tests {
         match result {
             Ok((index, bytes)) => format!("Ok {bytes} {:?}", index.fuzzy_words()),
             Err(e) => format!("Err {e:?}"),
+        }
+    }
+
+    /// A header (with a valid checksum) naming far more buckets than the
+    /// file holds is reported, by both readers, instead of mapping memory
+    /// for them (2^40 buckets would be 64 TiB).
+    #[test]
+    fn a_header_naming_more_buckets_than_the_file_holds_is_refused() {
+        let disk = SimStorage::new(3);
+        let dir = Path::new("/ix");
+        disk.create_dir_all(dir).unwrap();
+        let path = dir.join("lying.dat");
+        for (buckets, overflow) in [(1u64 << 40, 0u64), (1 << 10, 1 << 40), (1 << 4, 1)] {
+            let mut payload = buckets.to_le_bytes().to_vec();
+            payload.extend_from_slice(&overflow.to_le_bytes());
+            let mut bytes = Vec::new();
+            epochdb_storage::encode_block(
+                &mut bytes,
+                INDEX_MAGIC,
+                crate::checkpoint::FORMAT_VERSION,
+                KIND_INDEX_HEADER,
+                &payload,
+            );
+            replace_atomically(&disk, &path, &bytes).unwrap();
+            for result in [
+                read_index(&disk, &path, 2, true),
+                one_block_at_a_time(&disk, &path),
+            ] {
+                let error = outcome(result);
+                assert!(
+                    error.contains("Corrupted") && error.contains("the file has"),
+                    "{buckets} buckets, {overflow} overflow: {error}"
+                );
+            }
         }
     }
 
