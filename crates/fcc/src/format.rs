@@ -128,9 +128,15 @@ pub(crate) struct Checkpoint {
 /// decodes it.
 pub(crate) fn decode_checkpoint(file: &str, bytes: &[u8]) -> Result<Checkpoint, Error> {
     let header = CkptHeader::decode(file, bytes)?;
+    // The count is not yet covered by the CRC (which it locates): any
+    // value must give an error, not an overflow.
     let body_bytes = usize::try_from(header.words)
         .ok()
         .and_then(|w| w.checked_mul(8))
+        .filter(|b| {
+            b.checked_add(CKPT_HEADER_BYTES + CKPT_TRAILER_BYTES)
+                .is_some()
+        })
         .ok_or(Error::Corrupted {
             file: file.to_owned(),
             offset: 32,
@@ -271,6 +277,40 @@ mod tests {
         }
         out[LOG_HEADER_BYTES] ^= 1;
         assert!(decode_log_block(&out).is_none());
+    }
+
+    proptest::proptest! {
+        /// Any bytes decode to a checkpoint or an error, never a panic.
+        #[test]
+        fn checkpoint_decoder_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let _ = decode_checkpoint("c", &bytes);
+        }
+
+        /// A header that checks out with any word count (one bit flip
+        /// away from a real one; the CRC is checked only after the count
+        /// is used to find it) is an error, not an overflow.
+        #[test]
+        fn any_word_count_in_a_valid_header_is_safe(
+            words in proptest::prop_oneof![
+                0u64..64,
+                proptest::prelude::any::<u64>(),
+                (u64::MAX / 8 - 16)..=(u64::MAX / 8),
+            ],
+            body in 0usize..64,
+        ) {
+            let mut bytes = CkptHeader { id: 1, tick: 2, words }.encode().to_vec();
+            bytes.resize(bytes.len() + body, 7);
+            let _ = decode_checkpoint("c", &bytes);
+        }
+
+        /// Any bytes decode to a log block or to nothing, never a panic.
+        #[test]
+        fn log_block_decoder_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            if let Some((block, used)) = decode_log_block(&bytes) {
+                proptest::prop_assert!(used <= bytes.len());
+                proptest::prop_assert_eq!(block.records().count(), block.records as usize);
+            }
+        }
     }
 
     #[test]

@@ -208,6 +208,30 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record<'_>, DecodeError> {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Any bytes, or a record's kind and version followed by any
+        /// bytes, decode to a record or an error, never a panic; a record
+        /// that decodes uses exactly its bytes.
+        #[test]
+        fn decoding_any_bytes_never_panics(
+            kind in proptest::prop_oneof![
+                proptest::prelude::Just(KIND_TABLE),
+                proptest::prelude::Just(KIND_COMMIT),
+                proptest::prelude::Just(KIND_PART),
+                proptest::prelude::any::<u8>(),
+            ],
+            framed in proptest::prelude::any::<bool>(),
+            rest in proptest::collection::vec(
+                proptest::prop_oneof![0u8..4, proptest::prelude::any::<u8>()],
+                0..120,
+            ),
+        ) {
+            let mut bytes = if framed { vec![RECORD_VERSION, kind] } else { Vec::new() };
+            bytes.extend_from_slice(&rest);
+            let _ = decode(&bytes);
+        }
+    }
+
     #[test]
     fn records_round_trip_and_damage_is_reported() {
         let mut out = Vec::new();
