@@ -40,7 +40,7 @@ use output::{draw, print_summary};
 use super::disk::{evict_dir, measure_write_read};
 use super::placement::Placement;
 use super::report::{write_json, Latency};
-use super::runner::{format_count, join_all, WINDOW};
+use super::runner::{format_count, join_all, thread_cpu_ns, WINDOW};
 
 /// One operation in this many has its latency measured. Each sample reads
 /// the clock twice, and the clock read waits for the operations before it
@@ -382,6 +382,11 @@ struct RunConfig {
 struct Report {
     throughput_txn_s: f64,
     operations: u64,
+    /// The sessions' CPU time per operation over their whole loops, ns.
+    session_cpu_ns_per_op: f64,
+    /// The sessions' CPU time over their wall time (1.0: never off a
+    /// core; lower: preempted, or waiting).
+    session_cpu_share: f64,
     abort_rate: f64,
     latency_us: Latency,
     latency_ns: Latency,
@@ -434,6 +439,10 @@ impl Taken {
 
 struct ThreadResult {
     ops: u64,
+    /// The thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) and wall time
+    /// over its operation loop, in ns.
+    cpu_ns: u64,
+    wall_ns: u64,
     latency: Histogram<u64>,
     by_phase: Vec<Histogram<u64>>,
     windows: Vec<(u64, Histogram<u64>)>,
@@ -737,9 +746,14 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         None
     };
 
+    let (cpu_ns, wall_ns, loop_ops) = results.iter().fold((0u64, 0u64, 0u64), |t, r| {
+        (t.0 + r.cpu_ns, t.1 + r.wall_ns, t.2 + r.ops)
+    });
     let report = Report {
         throughput_txn_s: measured_ops as f64 / measured_s.max(1e-9),
         operations: measured_ops,
+        session_cpu_ns_per_op: cpu_ns as f64 / loop_ops.max(1) as f64,
+        session_cpu_share: cpu_ns as f64 / wall_ns.max(1) as f64,
         abort_rate: 0.0,
         latency_us: micros(&Latency::from_histogram(&latency)),
         latency_ns: Latency::from_histogram(&latency),
@@ -929,6 +943,8 @@ fn worker(
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut result = ThreadResult {
         ops: 0,
+        cpu_ns: 0,
+        wall_ns: 0,
         latency: ns_histogram(),
         by_phase: (0..PHASES.len()).map(|_| ns_histogram()).collect(),
         windows: (0..windows).map(|_| (0, ns_histogram())).collect(),
@@ -939,6 +955,7 @@ fn worker(
     let mut waiting: HashMap<u64, (Instant, usize, usize)> = HashMap::new();
     barrier.wait();
     let start = Instant::now();
+    let cpu_start = thread_cpu_ns();
     let failed = |e: epochdb_hybridlog::Error| e.to_string();
     // A batch's keys and read/update choices are drawn before it runs (the
     // same draws in the same order as one at a time), as FASTER's driver
@@ -1005,6 +1022,8 @@ fn worker(
             record(&mut result, began, w, p);
         }
     }
+    result.cpu_ns = thread_cpu_ns().saturating_sub(cpu_start);
+    result.wall_ns = start.elapsed().as_nanos() as u64;
     Ok(result)
 }
 

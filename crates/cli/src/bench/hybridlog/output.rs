@@ -37,6 +37,11 @@ pub(super) fn print_summary(r: &Report) {
         r.latency_ns.p999,
         r.log_bytes as f64 / 1e6
     );
+    println!(
+        "  sessions' CPU {:.0} ns per operation, {:.1}% of their wall time",
+        r.session_cpu_ns_per_op,
+        r.session_cpu_share * 100.0
+    );
     for p in &r.latency_by_phase {
         println!(
             "  latency in {:<12} p50 {:>6} p99 {:>6} p999 {:>6} max {:>10} ns ({} samples)",
