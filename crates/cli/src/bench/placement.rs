@@ -46,14 +46,6 @@ impl Placement {
         result
     }
 
-    /// Pins the calling thread, and the threads it spawns from now on, to
-    /// the background CPUs (a checkpoint driver, a sampler).
-    pub(crate) fn pin_background_thread(&self) {
-        if !self.background.is_empty() {
-            pin(&self.background);
-        }
-    }
-
     /// Pins measured thread `t` to its CPU (round robin).
     pub(crate) fn pin_measured_thread(&self, t: usize) {
         if !self.measured.is_empty() {

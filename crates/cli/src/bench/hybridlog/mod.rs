@@ -641,10 +641,9 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
                     &dir,
                 );
                 let with_index = !args.log_only;
-                let placement = &placement;
+                // Spawned on the background CPUs (this scope runs there), so
+                // the checkpoint's writer and sync threads start there too.
                 scope.spawn(move || {
-                    // The checkpoint's writer and sync threads start from here.
-                    placement.pin_background_thread();
                     barrier.wait();
                     if let Err(error) = take_checkpoints(store, at, with_index, dir, stop, taken) {
                         *checkpoint_error.lock().expect("not poisoned") = Some(error);
