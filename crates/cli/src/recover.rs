@@ -57,6 +57,8 @@ struct RecoverJson {
     /// The installed checkpoint's `[e_l, e_h]`, if there was one.
     checkpoint_epochs: Option<[u64; 2]>,
     log_entries: u64,
+    /// Log blocks handed from a thread scanning a file to an idle one.
+    log_blocks_shared: u64,
     torn_tail_bytes: u64,
     dropped_blocks: u64,
     durability: String,
@@ -115,6 +117,7 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
             log_threads: report.log_threads,
             checkpoint_epochs: report.checkpoint_epochs.map(|(l, h)| [l, h]),
             log_entries: report.log_entries,
+            log_blocks_shared: report.log_blocks_shared,
             torn_tail_bytes: report.torn_tail_bytes,
             dropped_blocks: report.dropped_blocks,
             durability: args.durability.name().to_string(),
@@ -207,8 +210,8 @@ fn report_text(
     )?;
     writeln!(
         text,
-        "threads:           {threads} ({} checkpoint loaders, {} log replayers)",
-        report.checkpoint_threads, report.log_threads
+        "threads:           {threads} ({} checkpoint loaders, {} log replayers; {} log blocks shared)",
+        report.checkpoint_threads, report.log_threads, report.log_blocks_shared
     )?;
     writeln!(text, "persistent epoch:  {}", report.persistent_epoch)?;
     writeln!(text, "records:           {}", report.records)?;
