@@ -8,7 +8,7 @@ mod point;
 mod tree;
 
 pub(crate) use point::PointIndex;
-pub(crate) use tree::{free_leaf, InsertedInto, LeafVersion, Tree};
+pub(crate) use tree::{free_leaf, InsertedInto, LeafVersion, Tree, PREFETCH_WALKS};
 
 #[cfg(test)]
 mod tests;

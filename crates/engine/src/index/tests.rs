@@ -65,6 +65,7 @@ enum Op {
     Remove(Vec<u8>),
     Get(Vec<u8>),
     Scan(Vec<u8>, Vec<u8>),
+    Prefetch(Vec<Vec<u8>>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -73,6 +74,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => key_strategy().prop_map(Op::Remove),
         1 => key_strategy().prop_map(Op::Get),
         1 => (key_strategy(), key_strategy()).prop_map(|(a, b)| Op::Scan(a.clone().min(b.clone()), a.max(b))),
+        1 => prop::collection::vec(key_strategy(), 0..20).prop_map(Op::Prefetch),
     ]
 }
 
@@ -101,6 +103,15 @@ proptest! {
                     tree.scan(Bound::Included(lo), Bound::Excluded(hi), |k, v| { seen.push((k.to_vec(), v)); true }, |_| ());
                     let want: Vec<_> = model.range::<Vec<u8>, _>((Bound::Included(lo), Bound::Excluded(hi))).map(|(k, v)| (k.clone(), *v)).collect();
                     prop_assert_eq!(seen, want);
+                }
+                Op::Prefetch(keys) => {
+                    // Alone, no walk meets a change: every present key is
+                    // reported once with its value, and no other.
+                    let mut found = Vec::new();
+                    Tree::prefetch_paths(keys, |k| (&tree, &k[..]), |i, v| found.push((i, v)));
+                    let want: Vec<_> = keys.iter().take(super::PREFETCH_WALKS).enumerate()
+                        .filter_map(|(i, k)| model.get(k).map(|v| (i, *v))).collect();
+                    prop_assert_eq!(found, want);
                 }
             }
         }
@@ -263,6 +274,22 @@ fn concurrent_churn_never_hides_stable_keys() {
         );
         let probe = (scans as u64 * 7919) % STABLE * 2;
         assert_eq!(tree.get(&long(probe)).ok(), Some(probe));
+        // Prefetch walks racing the writers: a walk may stop at a change,
+        // but whatever it reports is the key's own value (n for `long(n)`).
+        let keys: Vec<Vec<u8>> = (0..16)
+            .map(|i| long((probe + i * 131) % (2 * STABLE)))
+            .collect();
+        Tree::prefetch_paths(
+            &keys,
+            |k| (&*tree, &k[..]),
+            |i, v| {
+                assert_eq!(
+                    v,
+                    (probe + i as u64 * 131) % (2 * STABLE),
+                    "walk {i} reported another key's value"
+                );
+            },
+        );
         scans += 1;
     }
     stop.store(true, Ordering::Relaxed);

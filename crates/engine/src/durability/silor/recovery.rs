@@ -25,14 +25,15 @@ use super::files::{
 use super::format::{
     encode_catalog_header, encode_dir_identity, parse_catalog_table, parse_ckpt_block,
     parse_dir_identity, parse_log_block, parse_log_header, versioned_blocks, BlockError,
-    CheckpointMeta, PepochRecord, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, DIR_MAGIC, FORMAT_VERSION,
-    KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG, KIND_LOG_HEADER, LOG_MAGIC, META_MAGIC,
-    PEPOCH_MAGIC,
+    CheckpointMeta, LoggedWrite, PepochRecord, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, DIR_MAGIC,
+    FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG, KIND_LOG_HEADER, LOG_MAGIC,
+    META_MAGIC, PEPOCH_MAGIC,
 };
 use super::reader::{read_rest, scan_blocks, ScanEnd};
 use crate::config::PointIndexes;
 use crate::durability::{FileProgress, RecoveryPhase, RecoveryProgress};
 use crate::error::DurabilityError;
+use crate::index::PREFETCH_WALKS;
 use crate::table::{Table, TableId};
 use crate::tid::Tid;
 
@@ -914,7 +915,9 @@ fn replay_file<'a>(
 
 /// Applies every entry of a log block's payload (of an epoch already
 /// checked to lie in [e_l, e_p]); returns how many entries it held, or
-/// what is malformed.
+/// what is malformed. Entries are taken in batches of about
+/// [`PREFETCH_WALKS`] writes whose index paths and records are prefetched
+/// together before any is applied (`Table::prefetch_for_replay`).
 fn apply_log_block(
     payload: &[u8],
     tables: &[Arc<Table>],
@@ -922,19 +925,35 @@ fn apply_log_block(
 ) -> Result<u64, String> {
     let mut parsed = parse_log_block(payload).map_err(|e| e.to_string())?;
     let mut writes = Vec::new();
+    let mut batch: Vec<(Tid, &Table, LoggedWrite<'_>)> = Vec::with_capacity(PREFETCH_WALKS);
+    let mut keys: Vec<(&Table, &[u8])> = Vec::with_capacity(PREFETCH_WALKS);
     let mut applied = 0;
-    while let Some(raw) = parsed.next_entry(&mut writes).map_err(|e| e.to_string())? {
-        let tid = Tid::from_raw(raw);
-        if tid.epoch() != parsed.epoch || raw & crate::tid::STATUS_MASK != 0 {
-            return Err(format!("tid {raw:#x} outside block epoch {}", parsed.epoch));
-        }
-        for write in &writes {
-            let Some(table) = tables.get(write.table as usize) else {
-                return Err(format!("unknown table {}", write.table));
+    let mut more = true;
+    while more {
+        batch.clear();
+        while batch.len() < PREFETCH_WALKS {
+            let Some(raw) = parsed.next_entry(&mut writes).map_err(|e| e.to_string())? else {
+                more = false;
+                break;
             };
-            table.recover_put(write.key, tid, write.value, handle, false);
+            let tid = Tid::from_raw(raw);
+            if tid.epoch() != parsed.epoch || raw & crate::tid::STATUS_MASK != 0 {
+                return Err(format!("tid {raw:#x} outside block epoch {}", parsed.epoch));
+            }
+            for write in writes.drain(..) {
+                let Some(table) = tables.get(write.table as usize) else {
+                    return Err(format!("unknown table {}", write.table));
+                };
+                batch.push((tid, table, write));
+            }
+            applied += 1;
         }
-        applied += 1;
+        keys.clear();
+        keys.extend(batch.iter().map(|(_, table, write)| (*table, write.key)));
+        Table::prefetch_for_replay(&keys);
+        for (tid, table, write) in &batch {
+            table.recover_put(write.key, *tid, write.value, handle, false);
+        }
     }
     Ok(applied)
 }
