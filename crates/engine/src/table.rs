@@ -248,41 +248,70 @@ impl Table {
                 unsafe { free_record(record.as_ptr().cast()) };
             }
             match self.lookup_in_tree(key) {
-                Ok(record) => {
-                    let r = record.get();
-                    if tid_of(r.word()) >= tid {
-                        return false; // a newer version is in (reverse replay's win)
-                    }
-                    let locked = r.try_lock(u32::MAX);
-                    debug_assert!(locked);
-                    if tid_of(r.word()) >= tid {
-                        r.unlock();
-                        return false;
-                    }
-                    r.install_and_unlock(tid, value, handle);
-                    return true;
-                }
+                Ok(record) => return self.recover_put_into(record, tid, value, handle),
                 Err(_) => try_insert = true,
             }
         }
     }
 
-    /// Before recovery applies a batch of writes: starts loading, for all
-    /// of them together, the index nodes on each key's path and the record
-    /// each present key points to (see [`Tree::prefetch_paths`]), so
-    /// `recover_put` then finds them in cache. Replay looks up keys in log
-    /// order, all over the tree, and a descent one miss at a time was
-    /// half of its time. Callers must be epoch-protected.
-    pub(crate) fn prefetch_for_replay(writes: &[(&Table, &[u8])]) {
+    /// Before recovery applies a batch of writes: looks up all their keys
+    /// together, the cache misses of the descents overlapping (see
+    /// [`Tree::prefetch_paths`]), and prefetches each record found. Sets
+    /// `records[i]` to the record of `writes[i]`'s key where the walk found
+    /// it (`None` for a missing key, a walk that met a concurrent change,
+    /// or a write past the first [`PREFETCH_WALKS`](crate::index::PREFETCH_WALKS));
+    /// [`Table::recover_put_into`] then applies a found one without a
+    /// second descent. Replay looks keys up in log order, all over the
+    /// tree, and descents one miss at a time were half of its time.
+    ///
+    /// During recovery a key's record, once indexed, stays its record until
+    /// `remove_absent` (replay only installs into records in place), so a
+    /// record found here is still the key's when the write is applied.
+    /// Callers must be epoch-protected.
+    pub(crate) fn locate_for_replay(
+        writes: &[(&Table, &[u8])],
+        records: &mut Vec<Option<RecordRef>>,
+    ) {
+        records.clear();
+        records.resize(writes.len(), None);
         Tree::prefetch_paths(
             writes,
             |(table, key)| (&table.index, key),
-            |_, word| {
+            |i, word| {
+                let record = RecordRef::from_word(word);
                 // The record's header and the start of its value, which
-                // `recover_put` reads and then overwrites.
-                epochdb_memory::prefetch_lines_for_write(word as *const u8, 2);
+                // `recover_put_into` reads and then overwrites.
+                epochdb_memory::prefetch_lines_for_write(record.as_ptr().cast::<u8>(), 2);
+                records[i] = Some(record);
             },
         );
+    }
+
+    /// [`Table::recover_put`] for a key whose record is known: `record`,
+    /// found in this table's index during recovery (see
+    /// [`Table::locate_for_replay`]).
+    pub(crate) fn recover_put_into(
+        &self,
+        record: RecordRef,
+        tid: Tid,
+        value: Option<&[u8]>,
+        handle: &mut EpochHandle,
+    ) -> bool {
+        if value.is_none() && !self.recovered_tombstones.load(Ordering::Relaxed) {
+            self.recovered_tombstones.store(true, Ordering::Relaxed);
+        }
+        let r = record.get();
+        if tid_of(r.word()) >= tid {
+            return false; // a newer version is in (reverse replay's win)
+        }
+        let locked = r.try_lock(u32::MAX);
+        debug_assert!(locked);
+        if tid_of(r.word()) >= tid {
+            r.unlock();
+            return false;
+        }
+        r.install_and_unlock(tid, value, handle);
+        true
     }
 
     /// Removes every absent record (recovery's tombstones, once replay is

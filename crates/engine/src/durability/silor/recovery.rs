@@ -916,8 +916,8 @@ fn replay_file<'a>(
 /// Applies every entry of a log block's payload (of an epoch already
 /// checked to lie in [e_l, e_p]); returns how many entries it held, or
 /// what is malformed. Entries are taken in batches of about
-/// [`PREFETCH_WALKS`] writes whose index paths and records are prefetched
-/// together before any is applied (`Table::prefetch_for_replay`).
+/// [`PREFETCH_WALKS`] writes whose keys are looked up together before any
+/// is applied (`Table::locate_for_replay`).
 fn apply_log_block(
     payload: &[u8],
     tables: &[Arc<Table>],
@@ -927,6 +927,7 @@ fn apply_log_block(
     let mut writes = Vec::new();
     let mut batch: Vec<(Tid, &Table, LoggedWrite<'_>)> = Vec::with_capacity(PREFETCH_WALKS);
     let mut keys: Vec<(&Table, &[u8])> = Vec::with_capacity(PREFETCH_WALKS);
+    let mut records = Vec::with_capacity(PREFETCH_WALKS);
     let mut applied = 0;
     let mut more = true;
     while more {
@@ -950,9 +951,12 @@ fn apply_log_block(
         }
         keys.clear();
         keys.extend(batch.iter().map(|(_, table, write)| (*table, write.key)));
-        Table::prefetch_for_replay(&keys);
-        for (tid, table, write) in &batch {
-            table.recover_put(write.key, *tid, write.value, handle, false);
+        Table::locate_for_replay(&keys, &mut records);
+        for ((tid, table, write), record) in batch.iter().zip(&records) {
+            match record {
+                Some(record) => table.recover_put_into(*record, *tid, write.value, handle),
+                None => table.recover_put(write.key, *tid, write.value, handle, false),
+            };
         }
     }
     Ok(applied)
