@@ -16,7 +16,7 @@ use epochdb_storage::{Storage, StorageError};
 use epochdb_wal::{Wal, WalOptions};
 use parking_lot::Mutex;
 
-use super::format::{decode, DecodeError, Record, KIND_COMMIT, KIND_PART, KIND_TABLE};
+use super::format::{decode, DecodeError, Record, Write, KIND_COMMIT, KIND_PART, KIND_TABLE};
 
 use super::WAL_SUBDIR;
 use crate::config::PointIndexes;
@@ -25,6 +25,7 @@ use crate::durability::silor::{
 };
 use crate::durability::{RecoveryPhase, RecoveryProgress, RecoveryReport};
 use crate::error::DurabilityError;
+use crate::index::PREFETCH_WALKS;
 use crate::table::{Table, TableId};
 use crate::tid::{Tid, STATUS_MASK};
 
@@ -247,16 +248,42 @@ impl ReplayShared<'_> {
         self.failed.load(Ordering::Acquire)
     }
 
-    /// Applies a batch; a damaged record fails the whole recovery.
+    /// Applies a batch; a damaged record fails the whole recovery. Records
+    /// are decoded a few at a time, and the keys of about
+    /// [`PREFETCH_WALKS`] writes looked up together before any is applied
+    /// (`Table::locate_for_replay`, as the silor replay does).
     fn apply(&self, batch: &Batch, handle: &mut epochdb_epoch::EpochHandle) {
         let mut commits = 0;
-        for (lsn, record) in batch.records() {
-            match apply_record(record, lsn, &batch.tables, handle, self.wal_dir) {
-                Ok((commit, epoch)) => {
-                    commits += commit;
-                    self.max_epoch.fetch_max(epoch, Ordering::Relaxed);
+        let mut records = batch.records();
+        let mut pending: Vec<(Tid, &Table, Write<'_>)> = Vec::with_capacity(PREFETCH_WALKS);
+        let mut keys: Vec<(&Table, &[u8])> = Vec::with_capacity(PREFETCH_WALKS);
+        let mut found = Vec::with_capacity(PREFETCH_WALKS);
+        let mut more = true;
+        while more {
+            pending.clear();
+            while pending.len() < PREFETCH_WALKS {
+                let Some((lsn, record)) = records.next() else {
+                    more = false;
+                    break;
+                };
+                match decode_commit(record, lsn, &batch.tables, self.wal_dir) {
+                    Ok((last, tid, writes)) => {
+                        commits += u64::from(last);
+                        self.max_epoch.fetch_max(tid.epoch(), Ordering::Relaxed);
+                        pending
+                            .extend(writes.into_iter().map(|(table, write)| (tid, table, write)));
+                    }
+                    Err(error) => return self.fail(error),
                 }
-                Err(error) => return self.fail(error),
+            }
+            keys.clear();
+            keys.extend(pending.iter().map(|(_, table, write)| (*table, write.key)));
+            Table::locate_for_replay(&keys, &mut found);
+            for ((tid, table, write), record) in pending.iter().zip(&found) {
+                match record {
+                    Some(record) => table.recover_put_into(*record, *tid, write.value, handle),
+                    None => table.recover_put(write.key, *tid, write.value, handle, false),
+                };
             }
         }
         self.transactions.fetch_add(commits, Ordering::Relaxed);
@@ -437,15 +464,16 @@ fn replay_streaming(
     ))
 }
 
-/// Applies one COMMIT or (committed) PART record; returns the COMMITs
-/// applied (0 or 1) and the epoch of its TID.
-fn apply_record(
-    bytes: &[u8],
+/// Decodes one COMMIT or (committed) PART record and checks it: whether
+/// it is its transaction's last record (a COMMIT), its TID, and its writes
+/// with their tables.
+#[allow(clippy::type_complexity)]
+fn decode_commit<'a, 't>(
+    bytes: &'a [u8],
     lsn: u64,
-    tables: &[Arc<Table>],
-    handle: &mut epochdb_epoch::EpochHandle,
+    tables: &'t [Arc<Table>],
     wal_dir: &Path,
-) -> Result<(u64, u64), DurabilityError> {
+) -> Result<(bool, Tid, Vec<(&'t Table, Write<'a>)>), DurabilityError> {
     let at = |what: String| corrupt_entry(wal_dir, lsn, what);
     let Record::Commit {
         last, tid, writes, ..
@@ -456,14 +484,14 @@ fn apply_record(
     if tid & STATUS_MASK != 0 {
         return Err(at(format!("tid {tid:#x} has status bits set")));
     }
-    let tid = Tid::from_raw(tid);
-    for write in &writes {
-        let Some(table) = tables.get(write.table as usize) else {
-            return Err(at(format!("write to unknown table {}", write.table)));
-        };
-        table.recover_put(write.key, tid, write.value, handle, false);
-    }
-    Ok((u64::from(last), tid.epoch()))
+    let writes = writes
+        .into_iter()
+        .map(|write| match tables.get(write.table as usize) {
+            Some(table) => Ok((&**table, write)),
+            None => Err(at(format!("write to unknown table {}", write.table))),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((last, Tid::from_raw(tid), writes))
 }
 
 fn corrupt_entry(wal_dir: &Path, lsn: u64, what: String) -> DurabilityError {
