@@ -777,6 +777,8 @@ fn replay_logs(
                                     format!("offset {}: {error}", block.offset),
                                 )),
                             }
+                            // Frees what the block's installs retired.
+                            handle.refresh();
                             handle.unprotect();
                         }
                         let _ = sharing.spare.0.send(block.payload);
@@ -882,6 +884,9 @@ fn replay_file<'a>(
         }
         let applied = apply_log_block(block.payload, tables, handle).map_err(|e| at(&e))?;
         counts.entries.fetch_add(applied, Ordering::Relaxed);
+        // Frees what the block's installs retired, a block at a time rather
+        // than once per file.
+        handle.refresh();
         Ok(())
     })?;
     if let ScanEnd::Damaged { offset, error } = end {
