@@ -48,13 +48,17 @@ pub fn scan_blocks<E: From<StorageError>>(
 ) -> Result<(ScanEnd, u64), E> {
     let file = storage.open(path)?;
     let size = file.size()?;
-    buffer.clear();
+    // `buffer[..valid]` holds file bytes from offset `base` on. The vector
+    // keeps the length it grew to (its bytes initialised once), so each
+    // chunk is read straight into it: resizing it per chunk zero-filled
+    // 4 MiB before every read (2–5% of a recovery's time).
+    let mut valid = 0usize;
     let mut base = 0u64; // file offset of buffer[0]
     let mut pos = 0usize;
     let mut read_to = 0u64; // file offset up to which `buffer` is filled
     loop {
         let at_end = read_to >= size;
-        match decode_block(buffer, pos, magic) {
+        match decode_block(&buffer[..valid], pos, magic) {
             Ok(Some((block, next))) => {
                 let offset = base + pos as u64;
                 if visit(offset, block)?.is_break() {
@@ -79,14 +83,16 @@ pub fn scan_blocks<E: From<StorageError>>(
             }
         }
         // Keep the unfinished block, read the next chunk behind it.
-        buffer.drain(..pos);
+        buffer.copy_within(pos..valid, 0);
+        valid -= pos;
         base += pos as u64;
         pos = 0;
-        let filled = buffer.len();
         let want = SCAN_CHUNK_BYTES.min((size - read_to) as usize);
-        buffer.resize(filled + want, 0);
-        let got = file.read_at(read_to, &mut buffer[filled..])?;
-        buffer.truncate(filled + got);
+        if buffer.len() < valid + want {
+            buffer.resize(valid + want, 0);
+        }
+        let got = file.read_at(read_to, &mut buffer[valid..valid + want])?;
+        valid += got;
         read_to += got as u64;
         if got == 0 {
             // The file shrank under us: treat what is left as its end.
@@ -154,21 +160,27 @@ mod tests {
     }
 
     fn scan(data: &[u8], stop_at: Option<usize>) -> (Vec<(u64, Vec<u8>)>, ScanEnd) {
+        scan_with(data, stop_at, &mut Vec::new())
+    }
+
+    fn scan_with(
+        data: &[u8],
+        stop_at: Option<usize>,
+        buffer: &mut Vec<u8>,
+    ) -> (Vec<(u64, Vec<u8>)>, ScanEnd) {
         let storage = SimStorage::new(1);
         let path = Path::new("/f");
         let mut file = storage.create(path).unwrap();
         file.append(data).unwrap();
         let mut seen = Vec::new();
-        let mut buffer = Vec::new();
-        let (end, size) =
-            scan_blocks::<StorageError>(&storage, path, MAGIC, &mut buffer, |o, b| {
-                if stop_at == Some(seen.len()) {
-                    return Ok(ControlFlow::Break(()));
-                }
-                seen.push((o, b.payload.to_vec()));
-                Ok(ControlFlow::Continue(()))
-            })
-            .unwrap();
+        let (end, size) = scan_blocks::<StorageError>(&storage, path, MAGIC, buffer, |o, b| {
+            if stop_at == Some(seen.len()) {
+                return Ok(ControlFlow::Break(()));
+            }
+            seen.push((o, b.payload.to_vec()));
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
         assert_eq!(size, data.len() as u64);
         (seen, end)
     }
@@ -212,6 +224,37 @@ mod tests {
             ScanEnd::Damaged { offset, .. } => assert_eq!(offset, 3_000_016),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The buffer keeps the length it grew to between scans: bytes past
+    /// what the current file filled must never be decoded, and a block
+    /// bigger than a chunk grows it.
+    #[test]
+    fn a_reused_buffer_shows_no_stale_bytes() {
+        let mut buffer = Vec::new();
+        let big: Vec<Vec<u8>> = vec![vec![7; 3_000_000], vec![8; 5 << 20], vec![9; 100]];
+        let (seen, end) = scan_with(&file_of(&big, &[]), None, &mut buffer);
+        assert!(matches!(end, ScanEnd::Clean));
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[1].1, big[1], "a block larger than a chunk");
+        assert!(buffer.len() > SCAN_CHUNK_BYTES);
+        // A small file after it, torn: the old blocks still in the buffer
+        // behind its bytes must not show up.
+        let torn_tail = &file_of(&[vec![2; 10]], &[])[..5];
+        let small = file_of(&[vec![1; 10]], torn_tail);
+        let (seen, end) = scan_with(&small, None, &mut buffer);
+        assert_eq!(seen, vec![(0, vec![1; 10])]);
+        match end {
+            ScanEnd::Damaged {
+                offset,
+                error: FrameError::TornTail { .. },
+            } => assert_eq!(offset, 26),
+            other => panic!("{other:?}"),
+        }
+        // And an empty file.
+        let (seen, end) = scan_with(&[], None, &mut buffer);
+        assert!(seen.is_empty());
+        assert!(matches!(end, ScanEnd::Clean));
     }
 
     #[test]
