@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use epochdb_epoch::EpochHandle;
 
 use crate::blob::free_blob;
-use crate::index::{free_leaf, InsertedInto, LeafVersion, PointIndex, Tree};
+use crate::index::{free_leaf, InsertedInto, LeafVersion, PointIndex, Tree, PREFETCH_WALKS};
 use crate::record::{free_record, RecordRef};
 use crate::tid::{tid_of, Tid, ABSENT_BIT, LOCK_BIT, UNLINKED_BIT};
 
@@ -41,6 +41,15 @@ pub(crate) struct Table {
     /// `remove_absent` to find, so without one it skips its whole-table scan
     /// (a tenth of a 4 M-key recovery's time when nothing was deleted).
     recovered_tombstones: AtomicBool,
+}
+
+/// One write that recovery replays ([`Table::replay_batch`]).
+pub(crate) struct ReplayWrite<'a> {
+    pub(crate) tid: Tid,
+    pub(crate) table: &'a Table,
+    pub(crate) key: &'a [u8],
+    /// `None`: a tombstone.
+    pub(crate) value: Option<&'a [u8]>,
 }
 
 /// Index operations. Callers must be epoch-protected (workers are, for
@@ -254,29 +263,24 @@ impl Table {
         }
     }
 
-    /// Before recovery applies a batch of writes: looks up all their keys
-    /// together, the cache misses of the descents overlapping (see
-    /// [`Tree::prefetch_paths`]), and prefetches each record found. Sets
-    /// `records[i]` to the record of `writes[i]`'s key where the walk found
-    /// it (`None` for a missing key, a walk that met a concurrent change,
-    /// or a write past the first [`PREFETCH_WALKS`](crate::index::PREFETCH_WALKS));
-    /// [`Table::recover_put_into`] then applies a found one without a
-    /// second descent. Replay looks keys up in log order, all over the
-    /// tree, and descents one miss at a time were half of its time.
+    /// Applies a batch of recovery's writes (at most
+    /// [`PREFETCH_WALKS`] take part in the batched lookup; any more are
+    /// applied by [`Table::recover_put`]). Their keys are looked up
+    /// together first, the cache misses of the descents overlapping (see
+    /// [`Tree::prefetch_paths`]), each record found is prefetched, and a
+    /// write whose record was found is applied to it without a second
+    /// descent. Replay looks keys up in log order, all over the tree, and
+    /// descents one miss at a time were half of its time.
     ///
     /// During recovery a key's record, once indexed, stays its record until
     /// `remove_absent` (replay only installs into records in place), so a
-    /// record found here is still the key's when the write is applied.
+    /// record found here is still the key's when its write is applied.
     /// Callers must be epoch-protected.
-    pub(crate) fn locate_for_replay(
-        writes: &[(&Table, &[u8])],
-        records: &mut Vec<Option<RecordRef>>,
-    ) {
-        records.clear();
-        records.resize(writes.len(), None);
+    pub(crate) fn replay_batch(batch: &[ReplayWrite<'_>], handle: &mut EpochHandle) {
+        let mut records: [Option<RecordRef>; PREFETCH_WALKS] = [None; PREFETCH_WALKS];
         Tree::prefetch_paths(
-            writes,
-            |(table, key)| (&table.index, key),
+            batch,
+            |write| (&write.table.index, write.key),
             |i, word| {
                 let record = RecordRef::from_word(word);
                 // The record's header and the start of its value, which
@@ -285,12 +289,19 @@ impl Table {
                 records[i] = Some(record);
             },
         );
+        for (i, write) in batch.iter().enumerate() {
+            let table = write.table;
+            match records.get(i).copied().flatten() {
+                Some(record) => table.recover_put_into(record, write.tid, write.value, handle),
+                None => table.recover_put(write.key, write.tid, write.value, handle, false),
+            };
+        }
     }
 
     /// [`Table::recover_put`] for a key whose record is known: `record`,
     /// found in this table's index during recovery (see
-    /// [`Table::locate_for_replay`]).
-    pub(crate) fn recover_put_into(
+    /// [`Table::replay_batch`]).
+    fn recover_put_into(
         &self,
         record: RecordRef,
         tid: Tid,

@@ -25,16 +25,16 @@ use super::files::{
 use super::format::{
     encode_catalog_header, encode_dir_identity, parse_catalog_table, parse_ckpt_block,
     parse_dir_identity, parse_log_block, parse_log_header, versioned_blocks, BlockError,
-    CheckpointMeta, LoggedWrite, PepochRecord, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, DIR_MAGIC,
-    FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG, KIND_LOG_HEADER, LOG_MAGIC,
-    META_MAGIC, PEPOCH_MAGIC,
+    CheckpointMeta, PepochRecord, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, DIR_MAGIC, FORMAT_VERSION,
+    KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG, KIND_LOG_HEADER, LOG_MAGIC, META_MAGIC,
+    PEPOCH_MAGIC,
 };
 use super::reader::{read_rest, scan_blocks, ScanEnd};
 use crate::config::PointIndexes;
 use crate::durability::{FileProgress, RecoveryPhase, RecoveryProgress};
 use crate::error::DurabilityError;
 use crate::index::PREFETCH_WALKS;
-use crate::table::{Table, TableId};
+use crate::table::{ReplayWrite, Table, TableId};
 use crate::tid::Tid;
 
 /// What a recovery did and how long it took (`epochdb recover` prints it).
@@ -922,7 +922,7 @@ fn replay_file<'a>(
 /// checked to lie in [e_l, e_p]); returns how many entries it held, or
 /// what is malformed. Entries are taken in batches of about
 /// [`PREFETCH_WALKS`] writes whose keys are looked up together before any
-/// is applied (`Table::locate_for_replay`).
+/// is applied (`Table::replay_batch`).
 fn apply_log_block(
     payload: &[u8],
     tables: &[Arc<Table>],
@@ -930,9 +930,7 @@ fn apply_log_block(
 ) -> Result<u64, String> {
     let mut parsed = parse_log_block(payload).map_err(|e| e.to_string())?;
     let mut writes = Vec::new();
-    let mut batch: Vec<(Tid, &Table, LoggedWrite<'_>)> = Vec::with_capacity(PREFETCH_WALKS);
-    let mut keys: Vec<(&Table, &[u8])> = Vec::with_capacity(PREFETCH_WALKS);
-    let mut records = Vec::with_capacity(PREFETCH_WALKS);
+    let mut batch: Vec<ReplayWrite<'_>> = Vec::with_capacity(PREFETCH_WALKS);
     let mut applied = 0;
     let mut more = true;
     while more {
@@ -950,19 +948,16 @@ fn apply_log_block(
                 let Some(table) = tables.get(write.table as usize) else {
                     return Err(format!("unknown table {}", write.table));
                 };
-                batch.push((tid, table, write));
+                batch.push(ReplayWrite {
+                    tid,
+                    table,
+                    key: write.key,
+                    value: write.value,
+                });
             }
             applied += 1;
         }
-        keys.clear();
-        keys.extend(batch.iter().map(|(_, table, write)| (*table, write.key)));
-        Table::locate_for_replay(&keys, &mut records);
-        for ((tid, table, write), record) in batch.iter().zip(&records) {
-            match record {
-                Some(record) => table.recover_put_into(*record, *tid, write.value, handle),
-                None => table.recover_put(write.key, *tid, write.value, handle, false),
-            };
-        }
+        Table::replay_batch(&batch, handle);
     }
     Ok(applied)
 }

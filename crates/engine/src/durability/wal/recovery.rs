@@ -26,7 +26,7 @@ use crate::durability::silor::{
 use crate::durability::{RecoveryPhase, RecoveryProgress, RecoveryReport};
 use crate::error::DurabilityError;
 use crate::index::PREFETCH_WALKS;
-use crate::table::{Table, TableId};
+use crate::table::{ReplayWrite, Table, TableId};
 use crate::tid::{Tid, STATUS_MASK};
 
 /// Names only the `log`/`silor` modes write in their first directory.
@@ -251,13 +251,11 @@ impl ReplayShared<'_> {
     /// Applies a batch; a damaged record fails the whole recovery. Records
     /// are decoded a few at a time, and the keys of about
     /// [`PREFETCH_WALKS`] writes looked up together before any is applied
-    /// (`Table::locate_for_replay`, as the silor replay does).
+    /// (`Table::replay_batch`, as the silor replay does).
     fn apply(&self, batch: &Batch, handle: &mut epochdb_epoch::EpochHandle) {
         let mut commits = 0;
         let mut records = batch.records();
-        let mut pending: Vec<(Tid, &Table, Write<'_>)> = Vec::with_capacity(PREFETCH_WALKS);
-        let mut keys: Vec<(&Table, &[u8])> = Vec::with_capacity(PREFETCH_WALKS);
-        let mut found = Vec::with_capacity(PREFETCH_WALKS);
+        let mut pending: Vec<ReplayWrite<'_>> = Vec::with_capacity(PREFETCH_WALKS);
         let mut more = true;
         while more {
             pending.clear();
@@ -270,21 +268,17 @@ impl ReplayShared<'_> {
                     Ok((last, tid, writes)) => {
                         commits += u64::from(last);
                         self.max_epoch.fetch_max(tid.epoch(), Ordering::Relaxed);
-                        pending
-                            .extend(writes.into_iter().map(|(table, write)| (tid, table, write)));
+                        pending.extend(writes.into_iter().map(|(table, write)| ReplayWrite {
+                            tid,
+                            table,
+                            key: write.key,
+                            value: write.value,
+                        }));
                     }
                     Err(error) => return self.fail(error),
                 }
             }
-            keys.clear();
-            keys.extend(pending.iter().map(|(_, table, write)| (*table, write.key)));
-            Table::locate_for_replay(&keys, &mut found);
-            for ((tid, table, write), record) in pending.iter().zip(&found) {
-                match record {
-                    Some(record) => table.recover_put_into(*record, *tid, write.value, handle),
-                    None => table.recover_put(write.key, *tid, write.value, handle, false),
-                };
-            }
+            Table::replay_batch(&pending, handle);
         }
         self.transactions.fetch_add(commits, Ordering::Relaxed);
         handle.refresh();
