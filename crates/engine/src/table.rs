@@ -239,12 +239,10 @@ impl Table {
         handle: &mut EpochHandle,
         likely_new: bool,
     ) -> bool {
-        if value.is_none() && !self.recovered_tombstones.load(Ordering::Relaxed) {
-            self.recovered_tombstones.store(true, Ordering::Relaxed);
-        }
         let mut try_insert = likely_new;
         loop {
             if try_insert {
+                self.note_if_tombstone(value);
                 let record = RecordRef::new_placeholder(value.map_or(0, <[u8]>::len));
                 // The tree alone: reads fill the point index later.
                 if self.index.insert(key, record.to_word()).is_some() {
@@ -260,6 +258,14 @@ impl Table {
                 Ok(record) => return self.recover_put_into(record, tid, value, handle),
                 Err(_) => try_insert = true,
             }
+        }
+    }
+
+    /// Records that recovery put a tombstone here, if `value` is one (see
+    /// `recovered_tombstones`).
+    fn note_if_tombstone(&self, value: Option<&[u8]>) {
+        if value.is_none() && !self.recovered_tombstones.load(Ordering::Relaxed) {
+            self.recovered_tombstones.store(true, Ordering::Relaxed);
         }
     }
 
@@ -308,9 +314,7 @@ impl Table {
         value: Option<&[u8]>,
         handle: &mut EpochHandle,
     ) -> bool {
-        if value.is_none() && !self.recovered_tombstones.load(Ordering::Relaxed) {
-            self.recovered_tombstones.store(true, Ordering::Relaxed);
-        }
+        self.note_if_tombstone(value);
         let r = record.get();
         if tid_of(r.word()) >= tid {
             return false; // a newer version is in (reverse replay's win)
