@@ -16,7 +16,7 @@ use epochdb_storage::{Storage, StorageError};
 use epochdb_wal::{Wal, WalOptions};
 use parking_lot::Mutex;
 
-use super::format::{decode, DecodeError, Record, Write, KIND_COMMIT, KIND_PART, KIND_TABLE};
+use super::format::{decode, DecodeError, Record, KIND_COMMIT, KIND_PART, KIND_TABLE};
 
 use super::WAL_SUBDIR;
 use crate::config::PointIndexes;
@@ -264,16 +264,10 @@ impl ReplayShared<'_> {
                     more = false;
                     break;
                 };
-                match decode_commit(record, lsn, &batch.tables, self.wal_dir) {
-                    Ok((last, tid, writes)) => {
+                match decode_commit(record, lsn, &batch.tables, self.wal_dir, &mut pending) {
+                    Ok((last, tid)) => {
                         commits += u64::from(last);
                         self.max_epoch.fetch_max(tid.epoch(), Ordering::Relaxed);
-                        pending.extend(writes.into_iter().map(|(table, write)| ReplayWrite {
-                            tid,
-                            table,
-                            key: write.key,
-                            value: write.value,
-                        }));
                     }
                     Err(error) => return self.fail(error),
                 }
@@ -458,16 +452,16 @@ fn replay_streaming(
     ))
 }
 
-/// Decodes one COMMIT or (committed) PART record and checks it: whether
-/// it is its transaction's last record (a COMMIT), its TID, and its writes
-/// with their tables.
-#[allow(clippy::type_complexity)]
-fn decode_commit<'a, 't>(
+/// Decodes one COMMIT or (committed) PART record and checks it; appends
+/// its writes to `into` and returns whether it is its transaction's last
+/// record (a COMMIT) and its TID.
+fn decode_commit<'a>(
     bytes: &'a [u8],
     lsn: u64,
-    tables: &'t [Arc<Table>],
+    tables: &'a [Arc<Table>],
     wal_dir: &Path,
-) -> Result<(bool, Tid, Vec<(&'t Table, Write<'a>)>), DurabilityError> {
+    into: &mut Vec<ReplayWrite<'a>>,
+) -> Result<(bool, Tid), DurabilityError> {
     let at = |what: String| corrupt_entry(wal_dir, lsn, what);
     let Record::Commit {
         last, tid, writes, ..
@@ -478,14 +472,19 @@ fn decode_commit<'a, 't>(
     if tid & STATUS_MASK != 0 {
         return Err(at(format!("tid {tid:#x} has status bits set")));
     }
-    let writes = writes
-        .into_iter()
-        .map(|write| match tables.get(write.table as usize) {
-            Some(table) => Ok((&**table, write)),
-            None => Err(at(format!("write to unknown table {}", write.table))),
-        })
-        .collect::<Result<_, _>>()?;
-    Ok((last, Tid::from_raw(tid), writes))
+    let tid = Tid::from_raw(tid);
+    for write in writes {
+        let Some(table) = tables.get(write.table as usize) else {
+            return Err(at(format!("write to unknown table {}", write.table)));
+        };
+        into.push(ReplayWrite {
+            tid,
+            table,
+            key: write.key,
+            value: write.value,
+        });
+    }
+    Ok((last, tid))
 }
 
 fn corrupt_entry(wal_dir: &Path, lsn: u64, what: String) -> DurabilityError {
