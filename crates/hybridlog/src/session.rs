@@ -843,6 +843,7 @@ impl<F: Functions> Session<F> {
                 key,
                 hash,
                 version,
+                false,
                 &mut latched,
                 None,
                 out.as_deref_mut(),
@@ -918,6 +919,7 @@ impl<F: Functions> Session<F> {
                 self.absorb(done)?;
             }
             let requests = std::mem::take(&mut self.pending);
+            let mut retried = false;
             for mut request in requests {
                 if matches!(request.io, IoState::Waiting(_)) {
                     self.pending.push(request);
@@ -936,6 +938,7 @@ impl<F: Functions> Session<F> {
                     &request.key,
                     request.hash,
                     request.version,
+                    true,
                     &mut request.latched,
                     disk.as_ref().map(|(a, b)| (*a, b.as_slice())),
                     read_out,
@@ -978,9 +981,16 @@ impl<F: Functions> Session<F> {
                             request.io = IoState::Done(address, bytes);
                         }
                         self.pending.push(request);
-                        self.refresh();
+                        retried = true;
                     }
                 }
+            }
+            if retried {
+                // Only now, with every request back in `self.pending`: a
+                // refresh into PREPARE latches the pending requests it
+                // finds there, and one still in `requests` would cross the
+                // CPR point unlatched.
+                self.refresh();
             }
             self.publish();
             if !wait || self.pending.is_empty() {
@@ -1179,6 +1189,8 @@ enum Old {
 impl<F: Functions> Session<F> {
     /// One attempt at a request of `version` (the session's version, or the
     /// version before it for a request issued before the CPR point).
+    /// `pending`: the request went pending before (`complete_pending`), as
+    /// opposed to its first execution (`execute`).
     #[allow(clippy::too_many_arguments)]
     fn attempt(
         &self,
@@ -1186,6 +1198,7 @@ impl<F: Functions> Session<F> {
         key: &[u8],
         hash: u64,
         version: u32,
+        pending: bool,
         latched: &mut bool,
         disk: Option<(u64, &[u8])>,
         out: Option<&mut Vec<u8>>,
@@ -1195,7 +1208,17 @@ impl<F: Functions> Session<F> {
         if let Op::Read = op {
             return self.read_attempt(hash, disk, out);
         }
-        let old_request = version != self.local.version;
+        // A request from before the session's CPR point runs as version v
+        // under its bucket's shared latch until it is done (§6.2.1). That
+        // is a request of the version before the session's, and also a
+        // pending request while the session is in PREPARE: the CPR point
+        // will count it in v whether it finishes before the point or after,
+        // so it may neither give its latch up on a retry (the session may
+        // cross its CPR point before the next try, leaving an unlatched
+        // version-v request that a version-(v+1) copy can overtake for
+        // ever) nor shift to v+1.
+        let old_request =
+            version != self.local.version || pending && self.local.phase == Phase::Prepare;
         let mode = if old_request {
             Phase::Prepare
         } else {
