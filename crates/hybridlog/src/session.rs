@@ -29,9 +29,11 @@
 //! wherever the table says "in place" for a request of the session's own
 //! version (`Session::update_in_place`: REST; PREPARE on a record not of
 //! v+1, under the shared bucket latch with the fine shift; IN_PROGRESS,
-//! WAIT_PENDING and WAIT_FLUSH on a record already of v+1). Every other
-//! case (copies, latches to wait for, the fuzzy region, disk, shifts) goes
-//! to `execute`.
+//! WAIT_PENDING and WAIT_FLUSH on a record already of v+1), and the copy
+//! of a record below safe read-only to the tail in REST and WAIT_FLUSH,
+//! the phases where no latch guards it (`Session::copy_source`). Every
+//! other case (copies under a latch, latches to wait for, the fuzzy
+//! region, disk, shifts) goes to `execute`.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -55,7 +57,7 @@ use crate::store::{Inner, OlderInPlace, ShiftMode};
 /// Operations between two automatic epoch refreshes.
 const REFRESH_EVERY_OPS: u32 = 64;
 
-/// The largest value an RMW's copy in REST (`Session::copy_source`)
+/// The largest value an RMW's copy without `execute` (`Session::copy_source`)
 /// builds on the stack; larger ones go through `execute`.
 const SMALL_VALUE: usize = 64;
 
@@ -552,7 +554,7 @@ impl<F: Functions> Session<F> {
             InPlace::Done => return Ok(Status::Ok),
             InPlace::No => {
                 if let Some((mut entry, _)) = self.copy_source(key, hash) {
-                    if self.append_in_rest(key, &mut entry, value) {
+                    if self.append_copy(key, &mut entry, value) {
                         return Ok(Status::Ok);
                     }
                 }
@@ -582,7 +584,7 @@ impl<F: Functions> Session<F> {
                     if len <= SMALL_VALUE {
                         let mut new = [0u8; SMALL_VALUE];
                         functions.copy(old_bytes, &input, &mut new[..len]);
-                        if self.append_in_rest(key, &mut entry, &new[..len]) {
+                        if self.append_copy(key, &mut entry, &new[..len]) {
                             return Ok(Status::Ok);
                         }
                     }
@@ -747,17 +749,26 @@ impl<F: Functions> Session<F> {
         outcome
     }
 
-    /// The source of an update's copy in REST (FASTER's read-copy-update,
-    /// §5.1), when `update_in_place` found no in-place case: the entry's
-    /// first record is live, in memory, holds the key and lies below safe
-    /// read-only (not in the fuzzy region). In REST `update_attempt` plans
-    /// the same append whatever the record's version. The bucket and the
-    /// record are in cache by now, so looking again costs little; the
-    /// in-place path stays as it was. Returns the entry read and the old
-    /// value.
+    /// The source of an update's copy without `execute` (FASTER's
+    /// read-copy-update, §5.1), when `update_in_place` found no in-place
+    /// case: the entry's first record is live, in memory, holds the key and
+    /// lies below safe read-only (not in the fuzzy region), and the session
+    /// is in REST or WAIT_FLUSH. In both phases `update_attempt` plans the
+    /// same latch-free append for such a record whatever its version: in
+    /// REST any record below safe read-only is copied; in WAIT_FLUSH every
+    /// session is past its CPR point, so no request of version v runs
+    /// outside `execute` (old requests retry there), and a record below
+    /// safe read-only is copied as version v+1 whether the checkpoint has
+    /// captured it or not (Algorithm 4). The copies of a fold-over's
+    /// WAIT_FLUSH, where every version-v record has just become read-only,
+    /// are most of a checkpoint's updates. IN_PROGRESS and WAIT_PENDING
+    /// copy under the bucket's exclusive latch, in `execute`. The bucket
+    /// and the record are in cache by now, so looking again costs little;
+    /// the in-place path stays as it was. Returns the entry read and the
+    /// old value.
     #[inline(always)]
     fn copy_source(&self, key: &[u8], hash: u64) -> Option<(Entry<'_>, Value<'_>)> {
-        if self.local.phase != Phase::Rest {
+        if !matches!(self.local.phase, Phase::Rest | Phase::WaitFlush) {
             return None;
         }
         match self.first_record(key, hash, |log| log.head()) {
@@ -774,13 +785,12 @@ impl<F: Functions> Session<F> {
         }
     }
 
-    /// An update's copy in REST (see [`Session::copy_source`]): appends
-    /// `key` with `value` as the session's version, without `execute`'s
-    /// general machinery. `false`: too large for a page, no room on the
-    /// tail page, or another record entered the chain first; `execute`
-    /// takes over.
+    /// An update's copy found by [`Session::copy_source`]: appends `key`
+    /// with `value` as the session's version, without `execute`'s general
+    /// machinery. `false`: too large for a page, no room on the tail page,
+    /// or another record entered the chain first; `execute` takes over.
     #[inline(always)]
-    fn append_in_rest(&self, key: &[u8], entry: &mut Entry<'_>, value: &[u8]) -> bool {
+    fn append_copy(&self, key: &[u8], entry: &mut Entry<'_>, value: &[u8]) -> bool {
         record_bytes(key.len(), value.len()) <= self.inner.log.record_bytes_max()
             && self.append(key, entry, record_version(self.local.version), false, value)
                 == Some(true)

@@ -1,6 +1,6 @@
 //! Why this file exists: in REST, an update of a record below safe
 //! read-only appends a copy to the tail without `execute`
-//! (`Session::copy_source` and `Session::append_in_rest`, FASTER's
+//! (`Session::copy_source` and `Session::append_copy`, FASTER's
 //! read-copy-update, cpr-sigmod19 §5.1). The copy must build on the newest
 //! value and enter the chain only by a CAS of the entry it read: two
 //! sessions copying the same record at once must not both win, or one
