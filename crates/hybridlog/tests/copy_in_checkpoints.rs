@@ -36,18 +36,8 @@ const KEYS: u64 = 1_000;
 const PER_SESSION: usize = 40_000;
 const CHECKPOINTS: usize = 6;
 
-/// 64 frames of 4 KiB, 5% of them mutable: about 100 records of 32 bytes
-/// are mutable at a time, against 1,000 keys.
 fn config(shift_mode: ShiftMode) -> Config {
-    Config {
-        index_buckets: 1 << 8,
-        page_bits: 12,
-        memory_bytes: 64 << 12,
-        mutable_fraction: 0.05,
-        max_sessions: 4,
-        shift_mode,
-        ..Config::default()
-    }
+    common::mostly_copies_config(shift_mode)
 }
 
 /// What one session did: its id, the key of each increment in serial
@@ -92,7 +82,7 @@ fn run(shift_mode: ShiftMode, seed: u64) {
                         }
                         session.rmw(&key.to_le_bytes(), 1).unwrap();
                         keys.push(key);
-                        if i % 256 == 0 {
+                        if i.is_multiple_of(256) {
                             session.complete_pending(false).unwrap();
                         }
                         i += 1;
@@ -128,7 +118,7 @@ fn run(shift_mode: ShiftMode, seed: u64) {
                 let mut count = 0usize;
                 while issued.load(Ordering::SeqCst) < 2 {
                     store
-                        .checkpoint_with(count % 4 == 0, kinds[count % kinds.len()])
+                        .checkpoint_with(count.is_multiple_of(4), kinds[count % kinds.len()])
                         .unwrap();
                     count += 1;
                     taken.store(count, Ordering::Relaxed);

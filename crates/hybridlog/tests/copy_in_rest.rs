@@ -15,21 +15,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use epochdb_hybridlog::{AddU64, Config, Session, SimStorage, Status, Store};
+use epochdb_hybridlog::{AddU64, Config, Session, ShiftMode, SimStorage, Status, Store};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// 64 frames of 4 KiB, 5% of them mutable: about 100 records of 32 bytes
-/// are mutable at a time, against 1,000 keys.
+mod common;
+
 fn config() -> Config {
-    Config {
-        index_buckets: 1 << 8,
-        page_bits: 12,
-        memory_bytes: 64 << 12,
-        mutable_fraction: 0.05,
-        max_sessions: 4,
-        ..Config::default()
-    }
+    common::mostly_copies_config(ShiftMode::Fine)
 }
 
 fn open() -> Store<AddU64> {

@@ -1,9 +1,10 @@
 //! What the crash tests share: reading every counter back after recovery.
 
-use epochdb_hybridlog::{AddU64, Status, Store};
+use epochdb_hybridlog::{AddU64, Config, ShiftMode, Status, Store};
 
 /// Counters `0..keys` of `store` (8-byte little-endian values; 0 where a
 /// key is absent), read in one session, from disk where they are there.
+#[allow(dead_code)] // not every test file that shares this module uses it
 pub(crate) fn read_counters(store: &Store<AddU64>, keys: u64) -> Vec<u64> {
     let counter = |bytes: &[u8]| u64::from_le_bytes(bytes[..8].try_into().unwrap());
     let mut session = store.start_session().unwrap();
@@ -22,4 +23,20 @@ pub(crate) fn read_counters(store: &Store<AddU64>, keys: u64) -> Vec<u64> {
         counters[key as usize] = done.value.map_or(0, |v| counter(&v));
     }
     counters
+}
+
+/// A store where nearly every update copies: 64 frames of 4 KiB, 5% of
+/// them mutable (about 100 records of 32 bytes at a time, against the
+/// tests' 1,000 keys).
+#[allow(dead_code)] // not every test file that shares this module uses it
+pub(crate) fn mostly_copies_config(shift_mode: ShiftMode) -> Config {
+    Config {
+        index_buckets: 1 << 8,
+        page_bits: 12,
+        memory_bytes: 64 << 12,
+        mutable_fraction: 0.05,
+        max_sessions: 4,
+        shift_mode,
+        ..Config::default()
+    }
 }
