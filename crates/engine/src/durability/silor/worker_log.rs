@@ -234,6 +234,12 @@ impl WorkerLog for SilorWorkerLog {
 
     fn log_commit(&mut self, commit: &CommitView<'_>) -> Ticket {
         let epoch = commit.tid().epoch();
+        // The ticket first: its reference count's `lock inc` waits for the
+        // store buffer to drain, and after the entry is written that buffer
+        // holds stores into log-buffer lines still on their way from the
+        // logger's core (perf: 46% of `log_commit`'s samples sat right
+        // after that increment when it came last).
+        let ticket = Ticket::from_source(epoch, &self.tickets);
         self.take_slot();
         let mut state = SlotGuard { slot: &self.slot };
         if state.buffer.is_some() && state.epoch != epoch {
@@ -262,8 +268,8 @@ impl WorkerLog for SilorWorkerLog {
                     state.epoch = epoch;
                 }
                 // Failed or stopped: nothing will be acknowledged, and the
-                // ticket below reports why.
-                None => return Ticket::from_source(epoch, &self.tickets),
+                // ticket reports why.
+                None => return ticket,
             }
         }
         let buffer = state.buffer.as_mut().expect("a buffer was just installed");
@@ -277,7 +283,7 @@ impl WorkerLog for SilorWorkerLog {
         );
         prefetch_ahead(buffer);
         drop(state);
-        Ticket::from_source(epoch, &self.tickets)
+        ticket
     }
 
     fn read_only(&mut self, max_read: Tid) -> Ticket {
