@@ -46,6 +46,10 @@ const FLUSH_RUN_BYTES: u64 = 4 << 20;
 /// Direct flush writes in flight at once (threads, each writing one run):
 /// two wrote about 10% faster than one, four no faster than two.
 const FLUSH_WRITERS: usize = 2;
+/// How far past a new record [`Log::allocate`] warms the tail's page for
+/// writing: a few records ahead (8 of FASTER's 32-byte ones), so the line
+/// arrives before the record that needs it is written.
+const TAIL_PREFETCH_BYTES: u64 = 256;
 
 /// Geometry of the in-memory part of the log.
 #[derive(Debug, Clone, Copy)]
@@ -395,11 +399,31 @@ impl Log {
         let page = old >> 32;
         let offset = old & 0xffff_ffff;
         if offset + bytes as u64 <= page_bytes {
+            self.prefetch_ahead_of(page, offset);
             return Some((page << self.geometry.page_bits) + offset);
         }
         // The page is full. Its unused rest stays zero: "no more records".
         self.open_page(page + 1);
         None
+    }
+
+    /// Asks for the line [`TAIL_PREFETCH_BYTES`] past `offset` of `page`
+    /// (the tail's page) in a writable state, so that the record allocated
+    /// there a few appends from now is written into a line already in
+    /// cache. Without it the line's read-for-ownership miss held up the
+    /// index CAS that publishes each appended record (a locked instruction
+    /// waits for earlier stores to drain): perf put 14% of `upsert`'s
+    /// samples on that CAS in a copy-heavy run, 2% with the prefetch.
+    #[inline]
+    fn prefetch_ahead_of(&self, page: u64, offset: u64) {
+        let ahead = offset + TAIL_PREFETCH_BYTES;
+        if ahead < self.geometry.page_bytes() {
+            let frame = self.frame(self.geometry.frame_of_page(page));
+            epochdb_memory::prefetch_lines_for_write(
+                frame.as_ptr().wrapping_add((ahead >> 3) as usize),
+                1,
+            );
+        }
     }
 
     /// Opens `page` if its frame is free and no one else has: zeroes the
