@@ -67,6 +67,22 @@ impl Ring {
         }
     }
 
+    /// Asks for the cache lines of LSNs `[lsn, lsn + len)` in a writable
+    /// state, up to the ring's end (a hint: it reads and writes nothing).
+    pub(crate) fn prefetch_for_write(&self, lsn: u64, len: usize) {
+        #[cfg(not(loom))]
+        {
+            let at = (lsn & self.mask) as usize;
+            let len = len.min(self.bytes.len() - at);
+            epochdb_memory::prefetch_lines_for_write(
+                self.bytes.as_ptr().wrapping_add(at),
+                len.div_ceil(64),
+            );
+        }
+        #[cfg(loom)]
+        let _ = (lsn, len);
+    }
+
     /// Calls `f` with the bytes of LSNs `[lsn, lsn + len)` in at most two
     /// pieces (one where the range wraps).
     ///

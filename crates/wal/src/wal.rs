@@ -277,6 +277,15 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 /// The ELEDA worker thread (stage two): advances SBL until the log stops.
 /// It rings the flusher whenever SBL moves, and sleeps on its own bell
 /// while nothing is reserved beyond SBL.
+/// Bytes past an entry whose ring lines a GRASSHOPPER append warms for the
+/// handle's next entry. At one database thread that entry lands right
+/// there, and its copy then finds the lines owned: the hopping-index add
+/// that follows the copy (a locked instruction) otherwise waits for their
+/// ownership misses (BENCHMARKS.md, session 32: GRASSHOPPER over the mutex
+/// log, pinned, 1.02–1.05 → 1.11–1.20 staged). With more threads the
+/// lines may go to another thread's entry; the grid showed no loss there.
+const RING_PREFETCH_BYTES: usize = 256;
+
 fn worker_main(core: &Core, start: Lsn) {
     let mut backoff = Backoff::new();
     let nothing_to_do = || {
@@ -546,6 +555,9 @@ impl ThreadHandle {
                     release_held(&mut self.held, list, gh, core, false);
                     core.wait_space(lsn, len)?;
                 }
+                // This handle's next entry usually lands right after this
+                // one: warm its lines now (see `RING_PREFETCH_BYTES`).
+                core.ring.prefetch_for_write(lsn + len, RING_PREFETCH_BYTES);
                 encode_entry(&mut self.scratch, lsn, records);
                 // SAFETY: reserved, and we waited for the space.
                 unsafe { core.ring.write(lsn, &self.scratch) };
