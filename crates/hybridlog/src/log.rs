@@ -412,8 +412,8 @@ impl Log {
     /// there a few appends from now is written into a line already in
     /// cache. Without it the line's read-for-ownership miss held up the
     /// index CAS that publishes each appended record (a locked instruction
-    /// waits for earlier stores to drain): perf put 14% of `upsert`'s
-    /// samples on that CAS in a copy-heavy run, 2% with the prefetch.
+    /// waits for earlier stores to drain): perf put 14–20% of `upsert`'s
+    /// samples on that CAS in a copy-heavy run, about 2% with the prefetch.
     #[inline]
     fn prefetch_ahead_of(&self, page: u64, offset: u64) {
         let ahead = offset + TAIL_PREFETCH_BYTES;
