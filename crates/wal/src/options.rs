@@ -34,6 +34,14 @@ pub struct WalOptions {
     /// and a multiple of `io_unit_bytes`; bounds the size of one entry.
     pub buffer_bytes: usize,
     /// `H`: the hopping distance is `2^H` bytes (4 MiB, `H = 22`, in §6.1).
+    /// The worker hops a range only once it is full and crawls the one the
+    /// newest entry is in, reading each entry's node (a line its database
+    /// thread then has to take back). A distance far above the bytes that
+    /// arrive between two worker passes leaves it crawling nearly
+    /// everything: at one database thread of 128 B records, 8–16 KiB hops
+    /// took the node-per-entry path from 0.83–0.85 to 0.95–1.02 of the
+    /// mutex log, while 4 KiB records lost 3–12% (a hopping-list node per
+    /// range and thread); BENCHMARKS.md, session 33.
     pub hop_shift: u32,
     /// A log file is closed and a new one started at the first flush
     /// boundary after it reaches this size.

@@ -274,9 +274,6 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
         })
 }
 
-/// The ELEDA worker thread (stage two): advances SBL until the log stops.
-/// It rings the flusher whenever SBL moves, and sleeps on its own bell
-/// while nothing is reserved beyond SBL.
 /// Bytes past an entry whose ring lines a GRASSHOPPER append warms for the
 /// handle's next entry. At one database thread that entry lands right
 /// there, and its copy then finds the lines owned: the hopping-index add
@@ -286,6 +283,9 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 /// lines may go to another thread's entry; the grid showed no loss there.
 const RING_PREFETCH_BYTES: usize = 256;
 
+/// The ELEDA worker thread (stage two): advances SBL until the log stops.
+/// It rings the flusher whenever SBL moves, and sleeps on its own bell
+/// while nothing is reserved beyond SBL.
 fn worker_main(core: &Core, start: Lsn) {
     let mut backoff = Backoff::new();
     let nothing_to_do = || {

@@ -95,6 +95,10 @@ pub(crate) struct CommonArgs {
     /// (`WalOptions::buffer_bytes`; eleda §6.1 used 32 MiB).
     #[arg(long, default_value_t = epochdb_engine::WalOptions::default().buffer_bytes)]
     wal_buffer: usize,
+    /// Each `log`/`silor` worker's log buffer in bytes
+    /// (`SilorOptions::log_buffer_bytes`; silor §3 used 512 KiB).
+    #[arg(long, default_value_t = epochdb_engine::SilorOptions::default().log_buffer_bytes)]
+    log_buffer: usize,
     /// Point reads through the B+-tree only: no hash index beside it (the
     /// engine's `Config::point_index`; by default the workload's
     /// read-mostly tables keep one).
@@ -290,6 +294,7 @@ fn run_modes(
             direct_io: !common.buffered_io,
             wal_io_unit: common.wal_io_unit,
             wal_buffer: common.wal_buffer,
+            log_buffer: common.log_buffer,
             point_index: !common.no_point_index,
         };
         let mut workload = make();

@@ -54,6 +54,8 @@ pub(crate) struct RunConfig {
     pub(crate) wal_io_unit: usize,
     /// The `wal` mode's log buffer in bytes.
     pub(crate) wal_buffer: usize,
+    /// Each `log`/`silor` worker's log buffer in bytes.
+    pub(crate) log_buffer: usize,
     pub(crate) latency_sample_every: u64,
     pub(crate) workload: BTreeMap<String, String>,
 }

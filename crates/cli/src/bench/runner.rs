@@ -52,6 +52,8 @@ pub(crate) struct RunSpec {
     pub(crate) wal_io_unit: usize,
     /// `WalOptions::buffer_bytes` of the `wal` mode.
     pub(crate) wal_buffer: usize,
+    /// `SilorOptions::log_buffer_bytes` of the `log` and `silor` modes.
+    pub(crate) log_buffer: usize,
     /// Point-read hash indexes on the workload's chosen tables
     /// (`Workload::point_indexes`); off with `--no-point-index`.
     pub(crate) point_index: bool,
@@ -117,6 +119,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         silor: epochdb_engine::SilorOptions {
             checkpoint_interval: spec.checkpoint_interval,
             direct_io: spec.direct_io,
+            log_buffer_bytes: spec.log_buffer,
             ..Default::default()
         },
         wal: epochdb_engine::WalOptions {
@@ -397,6 +400,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             direct_io: spec.direct_io,
             wal_io_unit: spec.wal_io_unit,
             wal_buffer: spec.wal_buffer,
+            log_buffer: spec.log_buffer,
             latency_sample_every: LATENCY_SAMPLE_EVERY,
             workload: workload.settings().into_iter().collect(),
         },

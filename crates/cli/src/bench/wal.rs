@@ -85,6 +85,11 @@ pub(crate) struct WalArgs {
     /// worker and runs once whatever this says.
     #[arg(long, value_delimiter = ',', default_value = "20")]
     worker_pace_us: Vec<u64>,
+    /// GRASSHOPPER's hopping distance as a power of two: the hopping index
+    /// counts bytes per `2^hop-shift` LSNs (`WalOptions::hop_shift`;
+    /// eleda's default 4 MiB is 22).
+    #[arg(long, default_value_t = WalOptions::default().hop_shift)]
+    hop_shift: u32,
     /// The flusher writes through the page cache instead of past it
     /// (`WalOptions::direct_io`; `O_DIRECT` is the default where the file
     /// system allows it).
@@ -122,6 +127,8 @@ struct Run {
     io_unit: usize,
     /// `WalOptions::worker_pace_us` (the mutex log has no worker).
     worker_pace_us: u64,
+    /// `WalOptions::hop_shift` (GRASSHOPPER only).
+    hop_shift: u32,
     /// `WalOptions::direct_io`.
     direct_io: bool,
     /// `appended` or `staged` (see `--records`).
@@ -260,6 +267,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             io_unit_bytes: io_unit,
                             buffer_bytes: args.buffer_bytes,
                             worker_pace_us: pace,
+                            hop_shift: args.hop_shift,
                             // The null device keeps no bytes to read back
                             // the partial block a direct appender starts
                             // from; its writes cost nothing either way.
@@ -486,6 +494,7 @@ fn one_run(
         log_size,
         io_unit: options.io_unit_bytes,
         worker_pace_us: options.worker_pace_us,
+        hop_shift: options.hop_shift,
         direct_io: options.direct_io,
         records: String::new(),
         transactions,
