@@ -40,8 +40,9 @@ pub struct WalOptions {
     /// arrive between two worker passes leaves it crawling nearly
     /// everything: at one database thread of 128 B records, 8–16 KiB hops
     /// took the node-per-entry path from 0.83–0.85 to 0.95–1.02 of the
-    /// mutex log, while 4 KiB records lost 3–12% (a hopping-list node per
-    /// range and thread); BENCHMARKS.md, session 33.
+    /// mutex log; 4 KiB records lost 3–12% to the h-node each range and
+    /// thread costs until those came from a ring of their own
+    /// (`grasshopper/hslab.rs`); BENCHMARKS.md, session 33.
     pub hop_shift: u32,
     /// A log file is closed and a new one started at the first flush
     /// boundary after it reaches this size.

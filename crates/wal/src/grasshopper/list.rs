@@ -46,6 +46,8 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use super::hindex::HIndex;
 #[cfg(not(loom))]
+use super::hslab::HNodeSlab;
+#[cfg(not(loom))]
 use super::slab::NodeSlab;
 use crate::error::WalError;
 use crate::lsn::LsnRange;
@@ -104,16 +106,6 @@ pub(crate) struct HNode {
     pub(crate) next: AtomicPtr<HNode>,
 }
 
-impl HNode {
-    fn alloc(range_hi: u64, cnode: *mut CNode) -> *mut HNode {
-        Box::into_raw(Box::new(HNode {
-            range_hi,
-            cnode,
-            next: AtomicPtr::new(ptr::null_mut()),
-        }))
-    }
-}
-
 /// One database thread's grasshopper list.
 pub(crate) struct GList {
     /// c-list tail (Table 2: database thread W, worker R).
@@ -138,6 +130,10 @@ pub(crate) struct GList {
     /// on the heap, so that a freed node's memory is never reused).
     #[cfg(not(loom))]
     slab: NodeSlab,
+    /// Where h-nodes are allocated (by the owner) and freed (by the
+    /// worker); loom models allocate each on the heap.
+    #[cfg(not(loom))]
+    h_slab: HNodeSlab,
     /// Under loom, nodes "freed" by gc, really freed with the list.
     #[cfg(loom)]
     graveyard: UnsafeCell<Vec<*mut CNode>>,
@@ -159,7 +155,18 @@ impl GList {
         let c = slab.alloc(CNode::new(start, start, None));
         #[cfg(loom)]
         let c = Box::into_raw(Box::new(CNode::new(start, start, None)));
-        let h = HNode::alloc(0, c);
+        #[cfg(not(loom))]
+        let h_slab = HNodeSlab::new();
+        let dummy = HNode {
+            range_hi: 0,
+            cnode: c,
+            next: AtomicPtr::new(ptr::null_mut()),
+        };
+        // SAFETY: the list is not shared yet: this thread is its owner.
+        #[cfg(not(loom))]
+        let h = unsafe { h_slab.alloc(dummy) };
+        #[cfg(loom)]
+        let h = Box::into_raw(Box::new(dummy));
         GList {
             tail: AtomicPtr::new(c),
             gc: UnsafeCell::new(c),
@@ -170,9 +177,43 @@ impl GList {
             retired: AtomicBool::new(false),
             #[cfg(not(loom))]
             slab,
+            #[cfg(not(loom))]
+            h_slab,
             #[cfg(loom)]
             graveyard: UnsafeCell::new(Vec::new()),
         }
+    }
+
+    /// A new h-node (owner only): from the h-slab, or under loom the heap.
+    fn alloc_hnode(&self, range_hi: u64, cnode: *mut CNode) -> *mut HNode {
+        let node = HNode {
+            range_hi,
+            cnode,
+            next: AtomicPtr::new(ptr::null_mut()),
+        };
+        #[cfg(not(loom))]
+        // SAFETY: owner only, as every caller of this method.
+        return unsafe { self.h_slab.alloc(node) };
+        #[cfg(loom)]
+        return Box::into_raw(Box::new(node));
+    }
+
+    /// Frees an h-node.
+    ///
+    /// # Safety
+    ///
+    /// The worker (or `Drop`) only; nobody touches `node` afterwards, and
+    /// h-nodes are freed in the order they were allocated (from the
+    /// h-list's head).
+    unsafe fn free_hnode(&self, node: *mut HNode) {
+        #[cfg(not(loom))]
+        // SAFETY: forwarded.
+        unsafe {
+            self.h_slab.free(node)
+        };
+        #[cfg(loom)]
+        // SAFETY: a heap node nobody touches any more (the contract).
+        drop(unsafe { Box::from_raw(node) });
     }
 
     /// A new c-node (owner only): from the slab, or under loom the heap.
@@ -239,7 +280,7 @@ impl GList {
             self.h_next_range.with_mut(|next_range| {
                 if reach >= *next_range {
                     *next_range = reach + 1;
-                    let h = HNode::alloc(reach, node);
+                    let h = self.alloc_hnode(reach, node);
                     self.h_tail.with_mut(|h_tail| {
                         (**h_tail).next.store(h, Release);
                         *h_tail = h;
@@ -385,7 +426,7 @@ impl GList {
                     if (*next).range_hi >= r {
                         return Some((*next).cnode);
                     }
-                    drop(Box::from_raw(*h_head));
+                    self.free_hnode(*h_head);
                     *h_head = next;
                 }
             }
@@ -410,7 +451,8 @@ impl Drop for GList {
             let mut h = self.h_head.with(|p| *p);
             while !h.is_null() {
                 let next = (*h).next.load(Relaxed);
-                drop(Box::from_raw(h));
+                // In allocation order, from the oldest live one.
+                self.free_hnode(h);
                 h = next;
             }
             #[cfg(loom)]

@@ -9,6 +9,8 @@
 //!   SBL-crawling (Algorithm 1).
 
 pub(crate) mod hindex;
+#[cfg(not(loom))]
+mod hslab;
 pub(crate) mod list;
 #[cfg(not(loom))]
 mod slab;
