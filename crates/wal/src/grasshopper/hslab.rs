@@ -17,8 +17,6 @@
 //! line crosses cores about once per lap, not once per h-node.
 
 use std::cell::Cell;
-use std::mem::MaybeUninit;
-use std::ptr::{self, NonNull};
 use std::sync::atomic::{
     AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
@@ -27,26 +25,20 @@ use std::sync::atomic::{
 use crossbeam_utils::CachePadded;
 
 use super::list::HNode;
+use super::slots::SlotRing;
 
 /// Slots per list: 256 lines, 16 KiB. A slot is pending from the range its
 /// owner reaches until SBL-hopping passes it, a few ranges at most.
 pub(crate) const H_SLAB_SLOTS: usize = 256;
 
-/// One h-node on a cache line of its own: the owner writes the next slot
-/// while the worker may be reading the one before it. `repr(C)`: the node
-/// is at the slot's address, which `slot` hands out.
-#[repr(C, align(64))]
-struct Slot {
-    _node: MaybeUninit<HNode>,
-}
-
 /// The ring of h-node slots of one list. Not `Sync` by itself: `GList`
 /// allocates from it only in its owner's methods and frees into it only in
 /// the worker's (or in its `Drop`).
 pub(crate) struct HNodeSlab {
-    /// `H_SLAB_SLOTS` slots from `Box::into_raw`, returned in `Drop` (a raw
-    /// pointer, as in `NodeSlab`, because handed-out nodes point into it).
-    slots: NonNull<Slot>,
+    /// `H_SLAB_SLOTS` slots, each h-node on a cache line of its own: the
+    /// owner writes the next slot while the worker may be reading the one
+    /// before it.
+    slots: SlotRing<HNode>,
     /// Owner only: slots handed out so far (slot `allocated % H_SLAB_SLOTS`
     /// is next).
     allocated: Cell<u64>,
@@ -59,13 +51,8 @@ pub(crate) struct HNodeSlab {
 
 impl HNodeSlab {
     pub(crate) fn new() -> Self {
-        let slots: Box<[Slot]> = (0..H_SLAB_SLOTS)
-            .map(|_| Slot {
-                _node: MaybeUninit::uninit(),
-            })
-            .collect();
         Self {
-            slots: NonNull::new(Box::into_raw(slots).cast()).expect("Box is non-null"),
+            slots: SlotRing::new(H_SLAB_SLOTS),
             allocated: Cell::new(0),
             freed_seen: Cell::new(0),
             freed: CachePadded::new(AtomicU64::new(0)),
@@ -73,13 +60,7 @@ impl HNodeSlab {
     }
 
     fn slot(&self, index: u64) -> *mut HNode {
-        // SAFETY: in bounds of the `H_SLAB_SLOTS` slots.
-        unsafe {
-            self.slots
-                .as_ptr()
-                .add(index as usize % H_SLAB_SLOTS)
-                .cast()
-        }
+        self.slots.slot(index)
     }
 
     /// Places `node` in the next free slot, or on the heap if none is free.
@@ -127,29 +108,14 @@ impl HNodeSlab {
 
     /// Whether `node` lies in this slab (else it came from the heap).
     pub(crate) fn contains(&self, node: *mut HNode) -> bool {
-        let start = self.slots.as_ptr() as usize;
-        let end = start + H_SLAB_SLOTS * std::mem::size_of::<Slot>();
-        (start..end).contains(&(node as usize))
-    }
-}
-
-impl Drop for HNodeSlab {
-    fn drop(&mut self) {
-        // The list freed its heap h-nodes; the slots are `MaybeUninit`, so
-        // this returns only the memory.
-        // SAFETY: `slots` came from `Box::into_raw` of `H_SLAB_SLOTS` slots.
-        drop(unsafe {
-            Box::from_raw(ptr::slice_from_raw_parts_mut(
-                self.slots.as_ptr(),
-                H_SLAB_SLOTS,
-            ))
-        });
+        self.slots.contains(node)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ptr;
     use std::sync::atomic::AtomicPtr;
 
     fn node(range_hi: u64) -> HNode {

@@ -14,6 +14,8 @@ mod hslab;
 pub(crate) mod list;
 #[cfg(not(loom))]
 mod slab;
+#[cfg(not(loom))]
+mod slots;
 pub(crate) mod worker;
 
 use std::sync::atomic::Ordering::Release;

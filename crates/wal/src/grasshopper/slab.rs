@@ -24,10 +24,9 @@
 //! heap, as before; a node knows where it came from by its address.
 
 use std::cell::Cell;
-use std::mem::MaybeUninit;
-use std::ptr::{self, NonNull};
 
 use super::list::CNode;
+use super::slots::SlotRing;
 
 /// Slots per list: 2,048 lines, 128 KiB. At one database thread on the
 /// null device about a thousand entries are pending at a time.
@@ -40,11 +39,8 @@ const PREFETCH_AHEAD: usize = 8;
 /// The owner's ring of node slots. Not `Sync` by itself: `GList` touches it
 /// only from its owner's methods (and its `Drop`).
 pub(crate) struct NodeSlab {
-    /// `SLAB_SLOTS` slots from `Box::into_raw`, returned in `Drop`. A raw
-    /// pointer rather than a `Box`: the nodes handed out point into it
-    /// while the slab moves (with its list), and moving a `Box` asserts
-    /// unique access to all of it (Stacked Borrows; miri caught it).
-    slots: NonNull<MaybeUninit<CNode>>,
+    /// `SLAB_SLOTS` slots.
+    slots: SlotRing<CNode>,
     /// Slots handed out so far (slot `allocated % SLAB_SLOTS` is next).
     allocated: Cell<u64>,
     /// Slots returned so far; `allocated - freed` are in use.
@@ -53,17 +49,15 @@ pub(crate) struct NodeSlab {
 
 impl NodeSlab {
     pub(crate) fn new() -> Self {
-        let slots: Box<[MaybeUninit<CNode>]> = Box::new_uninit_slice(SLAB_SLOTS);
         Self {
-            slots: NonNull::new(Box::into_raw(slots).cast()).expect("Box is non-null"),
+            slots: SlotRing::new(SLAB_SLOTS),
             allocated: Cell::new(0),
             freed: Cell::new(0),
         }
     }
 
     fn slot(&self, index: u64) -> *mut CNode {
-        // SAFETY: in bounds of the `SLAB_SLOTS` slots.
-        unsafe { self.slots.as_ptr().add(index as usize % SLAB_SLOTS).cast() }
+        self.slots.slot(index)
     }
 
     /// Places `node` in the next free slot, or on the heap if none is free.
@@ -103,23 +97,7 @@ impl NodeSlab {
     }
 
     fn contains(&self, node: *mut CNode) -> bool {
-        let start = self.slots.as_ptr() as usize;
-        let end = start + SLAB_SLOTS * std::mem::size_of::<CNode>();
-        (start..end).contains(&(node as usize))
-    }
-}
-
-impl Drop for NodeSlab {
-    fn drop(&mut self) {
-        // The nodes still in slots were dropped by their list (`free`); the
-        // slots are `MaybeUninit`, so this returns only the memory.
-        // SAFETY: `slots` came from `Box::into_raw` of `SLAB_SLOTS` slots.
-        drop(unsafe {
-            Box::from_raw(ptr::slice_from_raw_parts_mut(
-                self.slots.as_ptr(),
-                SLAB_SLOTS,
-            ))
-        });
+        self.slots.contains(node)
     }
 }
 
