@@ -107,7 +107,7 @@ impl HNodeSlab {
     }
 
     /// Whether `node` lies in this slab (else it came from the heap).
-    pub(crate) fn contains(&self, node: *mut HNode) -> bool {
+    fn contains(&self, node: *mut HNode) -> bool {
         self.slots.contains(node)
     }
 }
@@ -116,14 +116,9 @@ impl HNodeSlab {
 mod tests {
     use super::*;
     use std::ptr;
-    use std::sync::atomic::AtomicPtr;
 
     fn node(range_hi: u64) -> HNode {
-        HNode {
-            range_hi,
-            cnode: ptr::null_mut(),
-            next: AtomicPtr::new(ptr::null_mut()),
-        }
+        HNode::new(range_hi, ptr::null_mut())
     }
 
     #[test]

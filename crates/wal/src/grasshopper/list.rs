@@ -106,6 +106,18 @@ pub(crate) struct HNode {
     pub(crate) next: AtomicPtr<HNode>,
 }
 
+impl HNode {
+    /// An unlinked h-node for `cnode`, the first of its thread to reach
+    /// range `range_hi`.
+    pub(crate) fn new(range_hi: u64, cnode: *mut CNode) -> Self {
+        HNode {
+            range_hi,
+            cnode,
+            next: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+}
+
 /// One database thread's grasshopper list.
 pub(crate) struct GList {
     /// c-list tail (Table 2: database thread W, worker R).
@@ -157,11 +169,7 @@ impl GList {
         let c = Box::into_raw(Box::new(CNode::new(start, start, None)));
         #[cfg(not(loom))]
         let h_slab = HNodeSlab::new();
-        let dummy = HNode {
-            range_hi: 0,
-            cnode: c,
-            next: AtomicPtr::new(ptr::null_mut()),
-        };
+        let dummy = HNode::new(0, c);
         // SAFETY: the list is not shared yet: this thread is its owner.
         #[cfg(not(loom))]
         let h = unsafe { h_slab.alloc(dummy) };
@@ -186,11 +194,7 @@ impl GList {
 
     /// A new h-node (owner only): from the h-slab, or under loom the heap.
     fn alloc_hnode(&self, range_hi: u64, cnode: *mut CNode) -> *mut HNode {
-        let node = HNode {
-            range_hi,
-            cnode,
-            next: AtomicPtr::new(ptr::null_mut()),
-        };
+        let node = HNode::new(range_hi, cnode);
         #[cfg(not(loom))]
         // SAFETY: owner only, as every caller of this method.
         return unsafe { self.h_slab.alloc(node) };
