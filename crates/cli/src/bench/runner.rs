@@ -167,6 +167,8 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             spec.mode,
             waited.elapsed().as_secs_f64()
         );
+    } else {
+        eprintln!("[{}] loaded in {load_s:.1} s; measuring", spec.mode);
     }
 
     let counters: Arc<Vec<ThreadCounters>> = Arc::new(
