@@ -26,7 +26,7 @@ about I seconds of running time. Data directories are removed at the end
 (`log` keeps every log file: about 40 MB/s of YCSB at one worker here).
 
 Usage: scripts/interleaved.py OUTDIR [--workload ycsb|tpcc]
-         [--modes none,silor] [--slices N] [--slice-s S]
+         [--modes none,silor] [--threads T] [--slices N] [--slice-s S]
          [--checkpoint-interval I] [--bin-b B] [--env-b V=X] [--flags-b F]
          [-- flags for both]
 e.g.   scripts/interleaved.py /tmp/il --slices 40 -- --pin-threads
@@ -115,6 +115,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--workload", default="ycsb")
     ap.add_argument("--modes", default="none,silor")
+    ap.add_argument("--threads", type=int, default=1, help="workers in each run")
     ap.add_argument("--slices", type=int, default=30, help="slices of each mode")
     ap.add_argument("--slice-s", type=float, default=4.0)
     ap.add_argument("--checkpoint-interval", type=float, default=3.0)
@@ -139,7 +140,7 @@ def main():
         if side == "b":
             env.update(kv.split("=", 1) for kv in args.env_b)
         cmd = [
-            binary, "bench", args.workload, "--threads", "1", "--duration", str(duration),
+            binary, "bench", args.workload, "--threads", str(args.threads), "--duration", str(duration),
             "--load-threads", "2", "--durability", mode,
             "--checkpoint-interval", str(2 * args.checkpoint_interval),
             "--dir", data, *extra,
@@ -150,8 +151,10 @@ def main():
         benches.append(Bench(mode, cmd, env, os.path.join(args.out, side + ".log")))
     try:
         for b in benches:
-            if not b.measuring.wait(timeout=600):
-                sys.exit(f"{b.mode}: no 'measuring' line within 600 s")
+            deadline = time.monotonic() + 600
+            while not b.measuring.wait(timeout=1):
+                if b.proc.poll() is not None or time.monotonic() > deadline:
+                    sys.exit(f"{b.mode}: exited or did not start measuring; see its log")
         # A B A B ...: every slice follows one of the other mode, so the
         # warm-up after a switch (caches, the other's frozen state) is
         # the same for both.
