@@ -16,6 +16,12 @@ first run's (A) slices before and after it (the order is A B A B ... A).
 Reported: the median of those ratios, a bootstrap 90% interval, and B's
 windows split by whether a checkpoint was running when the window closed.
 
+One pair of processes is not enough: A/A runs (the same binary and flags
+on both sides) of fresh pairs gave medians from 0.965 to 1.097, each with
+a narrow interval of its own, so a process's own speed varies (memory
+placement, say). `--pairs P` runs P pairs one after another and resamples
+pairs, then slices, for the interval.
+
 The two runs may differ in mode (`--modes none,silor`), in binary
 (`--bin-b`, an A/B of builds), in environment (`--env-b`) or in flags
 (`--flags-b`); an A/A run (same everything) shows the method's own spread.
@@ -26,10 +32,10 @@ about I seconds of running time. Data directories are removed at the end
 (`log` keeps every log file: about 40 MB/s of YCSB at one worker here).
 
 Usage: scripts/interleaved.py OUTDIR [--workload ycsb|tpcc]
-         [--modes none,silor] [--threads T] [--slices N] [--slice-s S]
+         [--modes none,silor] [--threads T] [--pairs P] [--slices N] [--slice-s S]
          [--checkpoint-interval I] [--bin-b B] [--env-b V=X] [--flags-b F]
          [-- flags for both]
-e.g.   scripts/interleaved.py /tmp/il --slices 40 -- --pin-threads
+e.g.   scripts/interleaved.py /tmp/il --pairs 6 --slices 10 -- --pin-threads
 """
 
 import argparse
@@ -102,11 +108,16 @@ class Bench:
         self.proc.wait()
 
 
-def bootstrap(values, rounds=5000, seed=7):
+def bootstrap(groups, rounds=5000, seed=7):
+    """90% interval of the median of all ratios, resampling pairs of
+    processes first and then slices within each drawn pair: a pair's own
+    speed (its memory placement, say) varies as much as its slices do."""
     rng = random.Random(seed)
-    medians = sorted(
-        statistics.median(rng.choice(values) for _ in values) for _ in range(rounds)
-    )
+    medians = []
+    for _ in range(rounds):
+        drawn = [rng.choice(groups) for _ in groups]
+        medians.append(statistics.median(rng.choice(g) for g in drawn for _ in g))
+    medians.sort()
     return medians[int(0.05 * rounds)], medians[int(0.95 * rounds)]
 
 
@@ -116,7 +127,9 @@ def main():
     ap.add_argument("--workload", default="ycsb")
     ap.add_argument("--modes", default="none,silor")
     ap.add_argument("--threads", type=int, default=1, help="workers in each run")
-    ap.add_argument("--slices", type=int, default=30, help="slices of each mode")
+    ap.add_argument("--pairs", type=int, default=1,
+                    help="pairs of fresh processes, one after another")
+    ap.add_argument("--slices", type=int, default=30, help="slices of each mode per pair")
     ap.add_argument("--slice-s", type=float, default=4.0)
     ap.add_argument("--checkpoint-interval", type=float, default=3.0)
     ap.add_argument("--bin", default=os.environ.get("EPOCHDB", "target/release/epochdb"))
@@ -129,26 +142,60 @@ def main():
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = ap.parse_args(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
     base, other = args.modes.split(",")
-    os.makedirs(args.out, exist_ok=True)
+    pairs = []  # per pair: (slice ratios, A's slice rates, B's windows)
+    for pair in range(args.pairs):
+        out = os.path.join(args.out, f"pair{pair + 1}") if args.pairs > 1 else args.out
+        ratios, base_rates, other_windows = run_pair(args, extra, base, other, out)
+        pairs.append((ratios, base_rates, other_windows))
+        if args.pairs > 1:
+            print(f"pair {pair + 1}: {other}/{base} median {statistics.median(ratios):.3f}"
+                  f" over {len(ratios)} slices", flush=True)
+    ratios = [r for pr, _, _ in pairs for r in pr]
+    base_rates = [v for _, br, _ in pairs for v in br]
+    other_windows = [w for _, _, ow in pairs for w in ow]
+    lo, hi = bootstrap([pr for pr, _, _ in pairs])
+    print(f"{args.workload} {other}/{base}: {args.pairs} pair(s) of processes, {len(ratios)}"
+          f" slices of {args.slice_s:g} s, median {statistics.median(ratios):.3f}"
+          f" (bootstrap 90% {lo:.3f}-{hi:.3f}), mean {statistics.mean(ratios):.3f},"
+          f" min {min(ratios):.3f}, max {max(ratios):.3f}")
+    if args.pairs > 1:
+        print("  per pair: " + ", ".join(f"{statistics.median(pr):.3f}" for pr, _, _ in pairs))
+    print(f"{base}: median slice {statistics.median(base_rates):,.0f} txn/s"
+          f" (min {min(base_rates):,.0f}, max {max(base_rates):,.0f})")
+    mean_base = statistics.mean(base_rates)
+    ck = [r for r, c in other_windows if c]
+    rest = [r for r, c in other_windows if not c]
+    if ck:
+        print(f"{other} windows closing in a checkpoint: {len(ck)}, mean / {base} mean"
+              f" {statistics.mean(ck) / mean_base:.3f}")
+    if rest:
+        print(f"{other} windows outside checkpoints: {len(rest)}, mean / {base} mean"
+              f" {statistics.mean(rest) / mean_base:.3f}")
+
+
+def run_pair(args, extra, base, other, out):
+    """One pair of fresh processes taking turns; returns B's slice ratios,
+    A's slice rates and B's windows."""
+    os.makedirs(out, exist_ok=True)
     duration = (2 * args.slices + 1) * (args.slice_s + 0.05) + 600
     benches = []
     for side, mode in (("a", base), ("b", other)):
-        data = os.path.join(args.out, "d-" + side)
+        data = os.path.join(out, "d-" + side)
         os.makedirs(data, exist_ok=True)
         binary = args.bin_b if side == "b" and args.bin_b else args.bin
         env = dict(os.environ)
         if side == "b":
             env.update(kv.split("=", 1) for kv in args.env_b)
         cmd = [
-            binary, "bench", args.workload, "--threads", str(args.threads), "--duration", str(duration),
-            "--load-threads", "2", "--durability", mode,
+            binary, "bench", args.workload, "--threads", str(args.threads),
+            "--duration", str(duration), "--load-threads", "2", "--durability", mode,
             "--checkpoint-interval", str(2 * args.checkpoint_interval),
             "--dir", data, *extra,
         ]
         if side == "b":
             cmd += args.flags_b.split()
         print(" ".join(cmd), flush=True)
-        benches.append(Bench(mode, cmd, env, os.path.join(args.out, side + ".log")))
+        benches.append(Bench(mode, cmd, env, os.path.join(out, side + ".log")))
     try:
         for b in benches:
             deadline = time.monotonic() + 600
@@ -174,7 +221,7 @@ def main():
             b.kill()
         # A `log` run keeps every log file (tens of GB in a few minutes).
         for side in "ab":
-            shutil.rmtree(os.path.join(args.out, "d-" + side), ignore_errors=True)
+            shutil.rmtree(os.path.join(out, "d-" + side), ignore_errors=True)
     per_slice = []
     other_windows = []
     for who, first, last in slices:
@@ -190,21 +237,7 @@ def main():
         if near:
             ratios.append(value / statistics.mean(near))
     base_rates = [v for w, v in per_slice if w == 0 and v is not None]
-    ck = [r for r, c in other_windows if c]
-    rest = [r for r, c in other_windows if not c]
-    lo, hi = bootstrap(ratios)
-    print(f"{args.workload} {other}/{base}: {len(ratios)} slices of {args.slice_s:g} s,"
-          f" median {statistics.median(ratios):.3f} (bootstrap 90% {lo:.3f}-{hi:.3f}),"
-          f" mean {statistics.mean(ratios):.3f}, min {min(ratios):.3f}, max {max(ratios):.3f}")
-    print(f"{base}: median slice {statistics.median(base_rates):,.0f} txn/s"
-          f" (min {min(base_rates):,.0f}, max {max(base_rates):,.0f})")
-    mean_base = statistics.mean(base_rates)
-    if ck:
-        print(f"{other} windows closing in a checkpoint: {len(ck)}, mean / {base} mean"
-              f" {statistics.mean(ck) / mean_base:.3f}")
-    if rest:
-        print(f"{other} windows outside checkpoints: {len(rest)}, mean / {base} mean"
-              f" {statistics.mean(rest) / mean_base:.3f}")
+    return ratios, base_rates, other_windows
 
 
 if __name__ == "__main__":
