@@ -138,9 +138,12 @@ def main():
                     help="VAR=VALUE set for the second process only")
     ap.add_argument("--flags-b", default="",
                     help="bench flags for the second process only (space-separated)")
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    args = ap.parse_args(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
+    # Everything after `--` goes to both benchmark commands.
+    argv, extra = sys.argv[1:], []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    args = ap.parse_args(argv)
     base, other = args.modes.split(",")
     pairs = []  # per pair: (slice ratios, A's slice rates, B's windows)
     for pair in range(args.pairs):
