@@ -95,7 +95,7 @@ pub fn run_microbench(
     wal.shutdown()?;
     let entries = entries.load(Relaxed);
     let bytes = stats.durable_lsn - first;
-    let moved = stats.hop_bytes + stats.crawl_bytes;
+    let moved = stats.hop_bytes + stats.crawl_bytes + stats.catch_up_bytes;
     Ok(MicrobenchStats {
         kind: config.options.kind,
         threads: config.threads,

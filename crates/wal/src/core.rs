@@ -45,6 +45,7 @@ pub(crate) enum Tracker {
 pub(crate) struct Counters {
     pub(crate) hop_bytes: StatU64,
     pub(crate) crawl_bytes: StatU64,
+    pub(crate) catch_up_bytes: StatU64,
     pub(crate) flushes: StatU64,
     pub(crate) flushed_bytes: StatU64,
 }

@@ -44,6 +44,12 @@ pub struct WalOptions {
     /// thread costs until those came from a ring of their own
     /// (`grasshopper/hslab.rs`); BENCHMARKS.md, session 33.
     pub hop_shift: u32,
+    /// Beyond the paper: inside a range that is not full, the worker first
+    /// checks whether every byte reserved so far is buffered (the range's
+    /// count against the sequencer) and then moves SBL to the sequencer
+    /// without crawling the nodes (`GhWorker::catch_up`). `false`: the
+    /// paper's Algorithm 1 alone.
+    pub sbl_catch_up: bool,
     /// A log file is closed and a new one started at the first flush
     /// boundary after it reaches this size.
     pub file_max_bytes: u64,
@@ -70,6 +76,7 @@ impl Default for WalOptions {
             io_unit_bytes: 64 << 10,
             buffer_bytes: 32 << 20,
             hop_shift: 22,
+            sbl_catch_up: true,
             file_max_bytes: 256 << 20,
             worker_pace_us: 20,
             direct_io: true,

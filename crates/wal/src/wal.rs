@@ -82,6 +82,9 @@ pub struct WalStats {
     /// Bytes SBL advanced by SBL-crawling (GRASSHOPPER only; Figure 20's
     /// "crawling ratio" is `crawl / (hop + crawl)`).
     pub crawl_bytes: u64,
+    /// Bytes SBL advanced by catching up with the sequencer inside a range
+    /// (GRASSHOPPER only, beyond the paper: `WalOptions::sbl_catch_up`).
+    pub catch_up_bytes: u64,
     /// Completed flushes (each: writes, a log sync and an SDL sync).
     pub flushes: u64,
     /// Bytes flushed.
@@ -224,6 +227,7 @@ impl Wal {
             durable_lsn: self.durable_lsn(),
             hop_bytes: c.hop_bytes.load(Relaxed),
             crawl_bytes: c.crawl_bytes.load(Relaxed),
+            catch_up_bytes: c.catch_up_bytes.load(Relaxed),
             flushes: c.flushes.load(Relaxed),
             flushed_bytes: c.flushed_bytes.load(Relaxed),
         }
@@ -314,13 +318,14 @@ fn worker_main(core: &Core, start: Lsn) {
     };
     match &core.tracker {
         Tracker::Grasshopper(gh) => {
-            let mut worker = GhWorker::new(start);
+            let mut worker = GhWorker::new(start, core.options.sbl_catch_up);
             loop {
                 let before = worker.sbl();
                 if worker.advance(gh, &core.sbl) {
                     core.flusher_bell.ring();
                     core.counters.hop_bytes.store(worker.hop_bytes, Relaxed);
                     core.counters.crawl_bytes.store(worker.crawl_bytes, Relaxed);
+                    (core.counters.catch_up_bytes).store(worker.catch_up_bytes, Relaxed);
                     backoff.reset();
                     nap(worker.sbl() - before);
                 } else if core.is_stopped() {

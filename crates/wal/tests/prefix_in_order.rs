@@ -27,9 +27,18 @@ fn run(kind: LogKind, seed: u64) {
 
 /// `staged`: two of every three entries are staged, the third commits.
 fn run_with(kind: LogKind, seed: u64, staged: bool) {
+    run_opts(kind, seed, staged, true, small_options(kind).hop_shift);
+}
+
+/// `catch_up`: `WalOptions::sbl_catch_up` (GRASSHOPPER's worker may hop to
+/// the sequencer inside a range; `false`: Algorithm 1 alone); hops of
+/// `2^hop_shift` bytes.
+fn run_opts(kind: LogKind, seed: u64, staged: bool, catch_up: bool, hop_shift: u32) {
     let disk = Arc::new(SimStorage::new(seed));
     let options = WalOptions {
         worker_pace_us: seed % 2 * 20,
+        sbl_catch_up: catch_up,
+        hop_shift,
         ..small_options(kind)
     };
     let (wal, rec) = Wal::open(disk.clone(), "/db/wal", options.clone()).unwrap();
@@ -79,9 +88,12 @@ fn run_with(kind: LogKind, seed: u64, staged: bool) {
     }
     if kind == LogKind::Grasshopper {
         eprintln!(
-            "grasshopper: hop {} crawl {} bytes, {} flushes",
-            stats.hop_bytes, stats.crawl_bytes, stats.flushes
+            "grasshopper: hop {} crawl {} catch-up {} bytes, {} flushes",
+            stats.hop_bytes, stats.crawl_bytes, stats.catch_up_bytes, stats.flushes
         );
+        if !catch_up {
+            assert_eq!(stats.catch_up_bytes, 0, "caught up though told not to");
+        }
     }
 }
 
@@ -103,6 +115,22 @@ fn grasshopper_staged_runs_flush_a_hole_free_prefix() {
 #[test]
 fn grasshopper_staged_runs_polling_flush_a_hole_free_prefix() {
     run_with(LogKind::Grasshopper, 6, true);
+}
+
+#[test]
+fn grasshopper_without_catch_up_flushes_a_hole_free_prefix() {
+    run_opts(LogKind::Grasshopper, 9, false, false, 10);
+    run_opts(LogKind::Grasshopper, 10, true, false, 10);
+}
+
+/// Hops as long as the ring (64 KiB): the worker mostly crawls or catches
+/// up with the sequencer, whose heads it moves without crawling.
+#[test]
+fn grasshopper_catching_up_flushes_a_hole_free_prefix() {
+    for seed in [11, 12] {
+        run_opts(LogKind::Grasshopper, seed, false, true, 16);
+        run_opts(LogKind::Grasshopper, seed, true, true, 16);
+    }
 }
 
 #[test]
@@ -130,6 +158,8 @@ fn stress_many_seeds() {
             run(kind, seed);
             run_with(kind, seed, true);
         }
+        run_opts(LogKind::Grasshopper, seed, false, false, 10);
+        run_opts(LogKind::Grasshopper, seed, false, true, 16);
     }
 }
 

@@ -109,6 +109,12 @@ pub(crate) struct WalArgs {
     /// both alike and run once, with the first value.
     #[arg(long, value_delimiter = ',', default_value = "appended", value_parser = ["appended", "staged"])]
     records: Vec<String>,
+    /// Whether GRASSHOPPER's worker catches up with the sequencer inside a
+    /// range (`on`, `WalOptions::sbl_catch_up`, beyond the paper) or runs
+    /// Algorithm 1 alone (`off`), comma-separated to compare. The
+    /// baselines run once.
+    #[arg(long, value_delimiter = ',', default_value = "on", value_parser = ["on", "off"])]
+    catch_up: Vec<String>,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -133,6 +139,8 @@ struct Run {
     direct_io: bool,
     /// `appended` or `staged` (see `--records`).
     records: String,
+    /// `WalOptions::sbl_catch_up` (GRASSHOPPER only).
+    sbl_catch_up: bool,
     transactions: u64,
     seconds: f64,
     throughput_txn_s: f64,
@@ -148,6 +156,9 @@ struct Run {
     commit_latency_cdf: Vec<(f64, f64)>,
     flushes: u64,
     crawl_ratio: Option<f64>,
+    /// The share of SBL's advance made by catching up with the sequencer
+    /// (GRASSHOPPER only).
+    catch_up_ratio: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -256,10 +267,17 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                     } else {
                         &args.records[..1]
                     };
-                    for (&pace, records) in paces
+                    let catch_ups: &[String] = if *kind == LogKind::Grasshopper {
+                        &args.catch_up
+                    } else {
+                        &args.catch_up[..1]
+                    };
+                    for ((&pace, records), catch_up) in paces
                         .iter()
                         .flat_map(|p| record_modes.iter().map(move |r| (p, r)))
+                        .flat_map(|pr| catch_ups.iter().map(move |c| (pr, c)))
                     {
+                        let catch_up = catch_up == "on";
                         n += 1;
                         let dir = root.join(format!("wal-{n}"));
                         let options = WalOptions {
@@ -268,6 +286,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             buffer_bytes: args.buffer_bytes,
                             worker_pace_us: pace,
                             hop_shift: args.hop_shift,
+                            sbl_catch_up: catch_up,
                             // The null device keeps no bytes to read back
                             // the partial block a direct appender starts
                             // from; its writes cost nothing either way.
@@ -291,12 +310,15 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             .map_err(|e| format!("{name}, {threads} threads, {log_size} B: {e}"))?;
                         let _ = std::fs::remove_dir_all(&dir);
                         let pace = (*kind != LogKind::Vanilla).then_some(pace);
-                        let shown = if *kind == LogKind::Grasshopper && records == "staged" {
-                            "gh+staged"
+                        let mut shown = if *kind == LogKind::Grasshopper && records == "staged" {
+                            "gh+staged".to_string()
                         } else {
-                            name.as_str()
+                            name.clone()
                         };
-                        print_row(shown, &run, pace);
+                        if *kind == LogKind::Grasshopper && !catch_up {
+                            shown.push_str("-alg1");
+                        }
+                        print_row(&shown, &run, pace);
                         runs.push(Run {
                             implementation: name.clone(),
                             records: records.clone(),
@@ -312,9 +334,14 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
             .iter()
             .map(|r| Curve {
                 label: format!(
-                    "{}{} {}t {}B {}K {}us",
+                    "{}{}{} {}t {}B {}K {}us",
                     r.implementation,
                     if r.records == "staged" { "+staged" } else { "" },
+                    if r.implementation == "grasshopper" && !r.sbl_catch_up {
+                        "-alg1"
+                    } else {
+                        ""
+                    },
                     r.threads,
                     r.log_size,
                     r.io_unit >> 10,
@@ -487,7 +514,7 @@ fn one_run(
     }
     let transactions = committed.load(Ordering::Relaxed);
     let latency = latency.into_inner().expect("not poisoned");
-    let moved = stats.hop_bytes + stats.crawl_bytes;
+    let moved = stats.hop_bytes + stats.crawl_bytes + stats.catch_up_bytes;
     Ok(Run {
         implementation: String::new(),
         threads,
@@ -511,5 +538,8 @@ fn one_run(
         flushes: stats.flushes,
         crawl_ratio: (options.kind == LogKind::Grasshopper && moved > 0)
             .then(|| stats.crawl_bytes as f64 / moved as f64),
+        catch_up_ratio: (options.kind == LogKind::Grasshopper && moved > 0)
+            .then(|| stats.catch_up_bytes as f64 / moved as f64),
+        sbl_catch_up: options.sbl_catch_up,
     })
 }

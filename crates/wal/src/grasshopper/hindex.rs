@@ -89,6 +89,17 @@ impl HIndex {
         self.slot(r).load(Acquire) == (r / n + 1) << self.shift
     }
 
+    /// The bytes of range `r` counted so far, read with Acquire (as
+    /// [`HIndex::is_full`]). Exact while SBL is inside range `r` (no range
+    /// of a later lap receives bytes then; see the module docs).
+    #[inline]
+    pub(crate) fn buffered(&self, r: u64) -> u64 {
+        let n = self.slots.len() as u64;
+        self.slot(r)
+            .load(Acquire)
+            .wrapping_sub((r / n) << self.shift)
+    }
+
     fn slot(&self, r: u64) -> &AtomicU64 {
         &self.slots[(r % self.slots.len() as u64) as usize]
     }

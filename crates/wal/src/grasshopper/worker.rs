@@ -17,6 +17,12 @@ const CRAWL_BATCH_MAX: usize = 4096;
 /// crawls in has filled (see `crawl`).
 const FULL_CHECK_EVERY: usize = 64;
 
+/// How many times in a row `catch_up` looks before the worker crawls: a
+/// node pushed between its reading the count and the tails fails a look
+/// (at one database thread of 128 B entries, about one in six), and
+/// another look costs a few lines where a crawl reads every node.
+const CATCH_UP_TRIES: usize = 3;
+
 /// The worker's private state: SBL as it knows it, the lists it tracks and
 /// the LSN-heap (§4.1: "exclusively owned by a dedicated ELEDA worker").
 pub(crate) struct GhWorker {
@@ -36,6 +42,12 @@ pub(crate) struct GhWorker {
     pub(crate) hop_bytes: u64,
     /// Bytes SBL advanced by crawling.
     pub(crate) crawl_bytes: u64,
+    /// Bytes SBL advanced by catching up with the sequencer (`catch_up`).
+    pub(crate) catch_up_bytes: u64,
+    /// Whether `catch_up` runs (`WalOptions::sbl_catch_up`).
+    catch_up_enabled: bool,
+    /// Scratch: each list's tail as `catch_up` read it.
+    tails: Vec<*mut CNode>,
 }
 
 // SAFETY: the worker state moves to the worker thread once; the lists it
@@ -44,8 +56,9 @@ pub(crate) struct GhWorker {
 unsafe impl Send for GhWorker {}
 
 impl GhWorker {
-    /// A worker for a log whose SBL starts at `sbl`.
-    pub(crate) fn new(sbl: u64) -> Self {
+    /// A worker for a log whose SBL starts at `sbl`; `catch_up`: whether
+    /// it may hop inside a range to the sequencer (`WalOptions::sbl_catch_up`).
+    pub(crate) fn new(sbl: u64, catch_up: bool) -> Self {
         Self {
             sbl,
             lists: Vec::new(),
@@ -56,6 +69,9 @@ impl GhWorker {
             trimmed_range: 0,
             hop_bytes: 0,
             crawl_bytes: 0,
+            catch_up_bytes: 0,
+            catch_up_enabled: catch_up,
+            tails: Vec::new(),
         }
     }
 
@@ -65,14 +81,16 @@ impl GhWorker {
     }
 
     /// One round of Algorithm 1: hop while the range SBL is in is full,
-    /// otherwise crawl; publishes SBL (Release) and returns whether it
-    /// moved.
+    /// otherwise catch up with the lists' tails if every byte below them is
+    /// buffered, otherwise crawl; publishes SBL (Release) and returns
+    /// whether it moved.
     pub(crate) fn advance(&mut self, shared: &GhShared, sbl_out: &AtomicU64) -> bool {
         let before = self.sbl;
         loop {
             let hopped = self.hop(shared);
+            let caught_up = self.catch_up_enabled && self.catch_up(shared);
             let crawled = self.crawl(shared);
-            if !hopped && !crawled {
+            if !hopped && !caught_up && !crawled {
                 break;
             }
             if self.sbl - before >= shared.hindex_publish_bytes {
@@ -139,6 +157,81 @@ impl GhWorker {
         self.hop_bytes += sbl - self.sbl;
         self.sbl = sbl;
         // Line 13: rebuild the LSN-heap from the new heads.
+        self.heap.clear();
+        self.in_heap.iter_mut().for_each(|b| *b = false);
+        true
+    }
+
+    /// SBL-catching-up, beyond the paper: hops inside the range SBL is in
+    /// to the end of the newest node, when every byte below it is buffered.
+    ///
+    /// Algorithm 1 hops only over full ranges and crawls the range the
+    /// newest entry is in node by node. With the paper's 4 MiB hops a
+    /// range takes milliseconds to fill at one database thread while the
+    /// worker passes every few tens of microseconds, so it crawls nearly
+    /// every byte, reading every node, and each node line read costs its
+    /// owner a transfer back when it links the next node or runs the
+    /// callback (BENCHMARKS.md, session 33: the one-thread gap to the
+    /// mutex log). Here the worker reads the range's count `c` (Acquire),
+    /// then every list's tail, and `m`, the highest end among them. Each
+    /// counted byte's node was published as its list's tail before it was
+    /// counted (§4.1.2's steps 1 and 3), so every counted byte lies below
+    /// `m`; if `range_start + c == m`, the counted bytes fill `[range_start,
+    /// m)`, i.e. every byte there is buffered (bytes below the range were
+    /// passed already). SBL then moves to `m`, the end of an entry, and each
+    /// list's head to the tail read: a node pushed after that read was not
+    /// counted, so it starts at or past `m`. Entries reserved and still
+    /// being copied above every tail (at one thread, the one in flight) do
+    /// not stop it; one below some tail leaves a hole and the check fails.
+    /// Lines read per pass: two per list (its tail pointer and node)
+    /// instead of every node.
+    ///
+    /// A list registered after `refresh` could hold counted bytes whose
+    /// head would not be moved (and whose nodes gc would then free under
+    /// the worker's stale head): its registration happens-before its count,
+    /// so the generation read after the count shows it, and the catch-up is
+    /// abandoned (the loom model `loom_catch_up_with_a_list_registered_late`
+    /// fails without this check).
+    fn catch_up(&mut self, shared: &GhShared) -> bool {
+        (0..CATCH_UP_TRIES).any(|_| self.try_catch_up(shared))
+    }
+
+    /// One look of [`GhWorker::catch_up`].
+    fn try_catch_up(&mut self, shared: &GhShared) -> bool {
+        let hindex = &shared.hindex;
+        let range = hindex.range_of(self.sbl);
+        self.refresh(shared);
+        let counted = hindex.buffered(range);
+        if shared.generation.load(Acquire) != self.generation {
+            return false;
+        }
+        self.tails.clear();
+        let mut newest_end = self.sbl;
+        for list in &self.lists {
+            // Acquire (in `tail`): the node's fields are visible.
+            let tail = list.tail();
+            // SAFETY: the tail was read after every head move of this
+            // worker, so it is at or after the head (Spec1), and alive: gc
+            // frees a node only once its successor ends at or below SDL,
+            // which is at most the SBL published, and every node after the
+            // head ends past that, as does the head's successor.
+            let node = unsafe { &*tail };
+            node.check_alive();
+            newest_end = newest_end.max(node.end);
+            self.tails.push(tail);
+        }
+        if newest_end == self.sbl || hindex.range_start(range) + counted != newest_end {
+            return false;
+        }
+        for (list, &tail) in self.lists.iter().zip(&self.tails) {
+            // SAFETY: worker; the tail is at or after the head, every node
+            // up to it ends at or below the new SBL, and every node after it
+            // starts at or past it (see above).
+            unsafe { list.set_head(tail) };
+        }
+        self.catch_up_bytes += newest_end - self.sbl;
+        self.sbl = newest_end;
+        // As after a hop (line 13): the heap is rebuilt from the new heads.
         self.heap.clear();
         self.in_heap.iter_mut().for_each(|b| *b = false);
         true
@@ -271,41 +364,139 @@ mod tests {
     }
 
     /// A log with 1 KiB hops over a 16 KiB ring, two registered lists, the
-    /// published SBL and a worker, all at LSN 0.
-    fn two_lists() -> (GhShared, Arc<GList>, Arc<GList>, AtomicU64, GhWorker) {
+    /// published SBL and a worker (`catch_up` as given), all at LSN 0.
+    fn lists_with(catch_up: bool) -> (GhShared, Arc<GList>, Arc<GList>, AtomicU64, GhWorker) {
         let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
         let a = shared.register();
         let b = shared.register();
-        (shared, a, b, AtomicU64::new(0), GhWorker::new(0))
+        (shared, a, b, AtomicU64::new(0), GhWorker::new(0, catch_up))
     }
+
+    /// Both workers: Algorithm 1 alone, and with the catch-up.
+    const MODES: [bool; 2] = [false, true];
 
     #[test]
     fn hops_over_full_ranges_and_honours_the_straddler() {
-        let (shared, a, b, sbl, mut w) = two_lists();
-        // Ranges 0 and 1 full; `b`'s node straddles 2048 up to 2100.
-        push(&shared, &a, 0, 600);
-        push(&shared, &b, 600, 1500);
-        push(&shared, &a, 1500, 2000);
-        push(&shared, &b, 2000, 2100);
-        push(&shared, &a, 2100, 2200);
-        assert!(w.advance(&shared, &sbl));
-        assert_eq!(sbl.load(Acquire), 2200);
-        assert_eq!(w.hop_bytes, 2100, "hopped to the straddler's end");
-        assert_eq!(w.crawl_bytes, 100, "crawled the rest");
+        for catch_up in MODES {
+            let (shared, a, b, sbl, mut w) = lists_with(catch_up);
+            // Ranges 0 and 1 full; `b`'s node straddles 2048 up to 2100.
+            push(&shared, &a, 0, 600);
+            push(&shared, &b, 600, 1500);
+            push(&shared, &a, 1500, 2000);
+            push(&shared, &b, 2000, 2100);
+            push(&shared, &a, 2100, 2200);
+            assert!(w.advance(&shared, &sbl));
+            assert_eq!(sbl.load(Acquire), 2200);
+            assert_eq!(w.hop_bytes, 2100, "hopped to the straddler's end");
+            // The rest: every reserved byte buffered, so caught up with.
+            let rest = if catch_up { (0, 100) } else { (100, 0) };
+            assert_eq!((w.crawl_bytes, w.catch_up_bytes), rest);
+        }
     }
 
     #[test]
     fn crawling_stops_at_a_hole_and_resumes() {
-        let (shared, a, b, sbl, mut w) = two_lists();
+        for catch_up in MODES {
+            let (shared, a, b, sbl, mut w) = lists_with(catch_up);
+            push(&shared, &a, 0, 100);
+            push(&shared, &a, 200, 300); // [100, 200) reserved by `b`, not copied
+            assert!(w.advance(&shared, &sbl));
+            assert_eq!(sbl.load(Acquire), 100);
+            assert!(!w.advance(&shared, &sbl), "a hole stops SBL");
+            push(&shared, &b, 100, 200);
+            assert!(w.advance(&shared, &sbl));
+            assert_eq!(sbl.load(Acquire), 300);
+            assert_eq!(w.hop_bytes, 0);
+            let (crawl, caught) = if catch_up { (100, 200) } else { (300, 0) };
+            assert_eq!((w.crawl_bytes, w.catch_up_bytes), (crawl, caught));
+        }
+    }
+
+    /// The catch-up moves each head to its list's last node without
+    /// reading the others, and SBL to the sequencer; gc then frees every
+    /// node but the head under it (miri checks the accesses), and crawling
+    /// and hopping go on from there.
+    #[test]
+    fn catching_up_moves_heads_to_the_tails() {
+        let (shared, a, b, sbl, mut w) = lists_with(true);
+        let mut at = 0;
+        for i in 0..20 {
+            let list = if i % 3 == 0 { &b } else { &a };
+            push(&shared, list, at, at + 30);
+            at += 30;
+        }
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 600);
+        assert_eq!((w.catch_up_bytes, w.crawl_bytes, w.hop_bytes), (600, 0, 0));
+        for list in [&a, &b] {
+            // SAFETY: the test thread is the worker and both owners.
+            unsafe {
+                assert_eq!(list.head(), list.tail(), "the head is the last node");
+                list.collect(600);
+            }
+        }
+        // A hole: crawling up to it, then catching up once it is filled.
+        push(&shared, &a, 600, 650);
+        push(&shared, &a, 700, 1500); // fills range 0, into 1
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 650);
+        push(&shared, &b, 650, 700);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 1500);
+        assert_eq!(w.crawl_bytes, 50);
+        for list in [&a, &b] {
+            // SAFETY: as above.
+            unsafe { list.collect(1500) };
+        }
+        // Later pushes are crawled or caught up with from the moved heads.
+        push(&shared, &b, 1500, 2500);
+        push(&shared, &a, 2500, 2600);
+        while w.advance(&shared, &sbl) {}
+        assert_eq!(sbl.load(Acquire), 2600);
+    }
+
+    /// An entry reserved below a tail but not yet buffered stops the
+    /// catch-up: SBL stops at the hole it leaves, as in Algorithm 1. One
+    /// reserved above every tail does not.
+    #[test]
+    fn catching_up_stops_below_a_hole_not_above_it() {
+        let (shared, a, b, sbl, mut w) = lists_with(true);
         push(&shared, &a, 0, 100);
-        push(&shared, &a, 200, 300); // [100, 200) reserved by `b`, not copied
+        push(&shared, &a, 150, 200); // `b` reserved [100, 150)
         assert!(w.advance(&shared, &sbl));
         assert_eq!(sbl.load(Acquire), 100);
-        assert!(!w.advance(&shared, &sbl), "a hole stops SBL");
-        push(&shared, &b, 100, 200);
+        assert_eq!((w.crawl_bytes, w.catch_up_bytes), (100, 0));
+        assert!(!w.advance(&shared, &sbl));
+        push(&shared, &b, 100, 150);
+        // [200, 250) reserved by `b`, in flight above every tail.
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 200);
+        assert_eq!((w.crawl_bytes, w.catch_up_bytes), (100, 100));
+        push(&shared, &b, 200, 250);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!((w.crawl_bytes, w.catch_up_bytes), (100, 150));
+    }
+
+    /// A list registered after the worker last looked, whose bytes the
+    /// catch-up passes: its head still moves (the catch-up refreshes).
+    #[test]
+    fn catching_up_over_a_list_registered_late() {
+        let (shared, a, _b, sbl, mut w) = lists_with(true);
+        push(&shared, &a, 0, 100);
+        assert!(w.advance(&shared, &sbl));
+        let c = shared.register();
+        push(&shared, &c, 100, 200);
+        push(&shared, &c, 200, 300);
         assert!(w.advance(&shared, &sbl));
         assert_eq!(sbl.load(Acquire), 300);
-        assert_eq!(w.hop_bytes, 0);
+        // SAFETY: the test thread is the worker and the owners.
+        unsafe {
+            assert_eq!(c.head(), c.tail());
+            c.collect(300);
+        }
+        push(&shared, &c, 300, 400);
+        assert!(w.advance(&shared, &sbl));
+        assert_eq!(sbl.load(Acquire), 400);
     }
 
     /// The stall of session 26: `a` is preempted in the middle of pushing
@@ -318,7 +509,13 @@ mod tests {
     /// below SBL; SBL then never moved again.)
     #[test]
     fn an_owner_preempted_mid_push_does_not_stall_the_worker() {
-        let (shared, a, b, sbl, mut w) = two_lists();
+        for catch_up in MODES {
+            preempted_mid_push(catch_up);
+        }
+    }
+
+    fn preempted_mid_push(catch_up: bool) {
+        let (shared, a, b, sbl, mut w) = lists_with(catch_up);
         push(&shared, &a, 0, 100);
         assert!(w.advance(&shared, &sbl));
         assert_eq!(w.sbl(), 100);
@@ -343,7 +540,13 @@ mod tests {
 
     #[test]
     fn hop_with_a_thread_that_reached_no_new_range() {
-        let (shared, a, b, sbl, mut w) = two_lists();
+        for catch_up in MODES {
+            reached_no_new_range(catch_up);
+        }
+    }
+
+    fn reached_no_new_range(catch_up: bool) {
+        let (shared, a, b, sbl, mut w) = lists_with(catch_up);
         push(&shared, &b, 0, 24); // b's only node, far below the boundary
         push(&shared, &a, 24, 3000); // a node over three ranges
         push(&shared, &a, 3072, 3100); // after a hole at [3000, 3072)
