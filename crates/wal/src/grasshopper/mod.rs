@@ -286,9 +286,9 @@ mod loom_tests {
 
     /// One list registered while the worker runs: a catch-up that read
     /// the registry before it must not pass its bytes with its head left
-    /// behind (the generation check: without it this fails in 9 s, the
+    /// behind (the generation check: without it this fails in 48 s, the
     /// worker meeting a consumed node after the stale head). Preemption
-    /// bound 1: 76 s; bound 2 ran past 14 minutes.
+    /// bound 1: 69 s; bound 2 ran past 14 minutes.
     #[test]
     fn loom_catch_up_with_a_list_registered_late() {
         model(16, 3, 1, 2, 1, true, 1, &[&[3], &[2, 2]]);
