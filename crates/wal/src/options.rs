@@ -36,19 +36,20 @@ pub struct WalOptions {
     /// `H`: the hopping distance is `2^H` bytes (4 MiB, `H = 22`, in §6.1).
     /// The worker hops a range only once it is full and crawls the one the
     /// newest entry is in, reading each entry's node (a line its database
-    /// thread then has to take back). A distance far above the bytes that
-    /// arrive between two worker passes leaves it crawling nearly
-    /// everything: at one database thread of 128 B records, 8–16 KiB hops
+    /// thread then has to take back), unless `sbl_catch_up` spares it that.
+    /// Without the catch-up, a distance far above the bytes that arrive
+    /// between two worker passes leaves it crawling nearly everything: at one database thread of 128 B records, 8–16 KiB hops
     /// took the node-per-entry path from 0.83–0.85 to 0.95–1.02 of the
     /// mutex log; 4 KiB records lost 3–12% to the h-node each range and
     /// thread costs until those came from a ring of their own
     /// (`grasshopper/hslab.rs`); BENCHMARKS.md, session 33.
     pub hop_shift: u32,
     /// Beyond the paper: inside a range that is not full, the worker first
-    /// checks whether every byte reserved so far is buffered (the range's
-    /// count against the sequencer) and then moves SBL to the sequencer
-    /// without crawling the nodes (`GhWorker::catch_up`). `false`: the
-    /// paper's Algorithm 1 alone.
+    /// checks whether every byte below the lists' newest node is buffered
+    /// (the range's count against the highest tail end) and then moves SBL
+    /// there and each list's head to its tail, without crawling the nodes
+    /// in between (`GhWorker::catch_up`). `false`: the paper's Algorithm 1
+    /// alone.
     pub sbl_catch_up: bool,
     /// A log file is closed and a new one started at the first flush
     /// boundary after it reaches this size.
