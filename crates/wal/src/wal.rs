@@ -82,8 +82,8 @@ pub struct WalStats {
     /// Bytes SBL advanced by SBL-crawling (GRASSHOPPER only; Figure 20's
     /// "crawling ratio" is `crawl / (hop + crawl)`).
     pub crawl_bytes: u64,
-    /// Bytes SBL advanced by catching up with the sequencer inside a range
-    /// (GRASSHOPPER only, beyond the paper: `WalOptions::sbl_catch_up`).
+    /// Bytes SBL advanced by catching up with the lists' tails inside a
+    /// range (GRASSHOPPER only, beyond the paper: `WalOptions::sbl_catch_up`).
     pub catch_up_bytes: u64,
     /// Completed flushes (each: writes, a log sync and an SDL sync).
     pub flushes: u64,

@@ -18,9 +18,11 @@ const CRAWL_BATCH_MAX: usize = 4096;
 const FULL_CHECK_EVERY: usize = 64;
 
 /// How many times in a row `catch_up` looks before the worker crawls: a
-/// node pushed between its reading the count and the tails fails a look
-/// (at one database thread of 128 B entries, about one in six), and
-/// another look costs a few lines where a crawl reads every node. Loom
+/// node pushed between its reading the count and the tails fails a look,
+/// and another look costs a few lines where a crawl reads every node (at
+/// one pinned database thread of 128 B entries, three looks caught up
+/// over 99% of the bytes; a first version with one look, comparing the
+/// count with the sequencer, 86%: BENCHMARKS.md, session 35). Loom
 /// models one look per pass (each look is the same code; three tripled
 /// the interleavings to explore).
 #[cfg(not(loom))]
@@ -47,7 +49,7 @@ pub(crate) struct GhWorker {
     pub(crate) hop_bytes: u64,
     /// Bytes SBL advanced by crawling.
     pub(crate) crawl_bytes: u64,
-    /// Bytes SBL advanced by catching up with the sequencer (`catch_up`).
+    /// Bytes SBL advanced by catching up with the lists' tails (`catch_up`).
     pub(crate) catch_up_bytes: u64,
     /// Whether `catch_up` runs (`WalOptions::sbl_catch_up`).
     catch_up_enabled: bool,
@@ -62,7 +64,8 @@ unsafe impl Send for GhWorker {}
 
 impl GhWorker {
     /// A worker for a log whose SBL starts at `sbl`; `catch_up`: whether
-    /// it may hop inside a range to the sequencer (`WalOptions::sbl_catch_up`).
+    /// it may hop inside a range to the lists' tails
+    /// (`WalOptions::sbl_catch_up`).
     pub(crate) fn new(sbl: u64, catch_up: bool) -> Self {
         Self {
             sbl,
