@@ -109,7 +109,7 @@ pub(crate) struct WalArgs {
     /// both alike and run once, with the first value.
     #[arg(long, value_delimiter = ',', default_value = "appended", value_parser = ["appended", "staged"])]
     records: Vec<String>,
-    /// Whether GRASSHOPPER's worker catches up with the sequencer inside a
+    /// Whether GRASSHOPPER's worker catches up with the lists' tails inside a
     /// range (`on`, `WalOptions::sbl_catch_up`, beyond the paper) or runs
     /// Algorithm 1 alone (`off`), comma-separated to compare. The
     /// baselines run once.
@@ -156,7 +156,7 @@ struct Run {
     commit_latency_cdf: Vec<(f64, f64)>,
     flushes: u64,
     crawl_ratio: Option<f64>,
-    /// The share of SBL's advance made by catching up with the sequencer
+    /// The share of SBL's advance made by catching up with the lists' tails
     /// (GRASSHOPPER only).
     catch_up_ratio: Option<f64>,
 }

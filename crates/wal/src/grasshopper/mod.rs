@@ -172,7 +172,7 @@ mod loom_tests {
     /// enqueues and garbage collection is explored. The ring is large
     /// enough that writers never wait for space (`ring_bytes ≥ total`);
     /// [`model_wrapping`] models a ring that wraps. `catch_up`: the worker
-    /// also catches up with the sequencer (`WalOptions::sbl_catch_up`);
+    /// also catches up with the lists' tails (`WalOptions::sbl_catch_up`);
     /// threads from index `late_from` on register their lists themselves,
     /// concurrently with the worker, instead of before the model starts.
     #[allow(clippy::too_many_arguments)]
