@@ -582,7 +582,14 @@ impl ThreadHandle {
                 // This handle's next entry usually lands right after this
                 // one: warm its lines now (see `RING_PREFETCH_BYTES`).
                 core.ring.prefetch_for_write(lsn + len, RING_PREFETCH_BYTES);
-                prefetch_entry(core, lsn, len);
+                // The entry's first bytes were warmed by this handle's
+                // previous append (when contiguous); asking for them again
+                // would only take lines from a neighbour still copying
+                // there when several threads append.
+                let warmed = RING_PREFETCH_BYTES as u64;
+                if len > warmed {
+                    prefetch_entry(core, lsn + warmed, len - warmed);
+                }
                 encode_entry(&mut self.scratch, lsn, records);
                 // SAFETY: reserved, and we waited for the space.
                 unsafe { core.ring.write(lsn, &self.scratch) };
