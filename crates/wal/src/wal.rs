@@ -80,7 +80,7 @@ pub struct WalStats {
     /// Bytes SBL advanced by SBL-hopping (GRASSHOPPER only).
     pub hop_bytes: u64,
     /// Bytes SBL advanced by SBL-crawling (GRASSHOPPER only; Figure 20's
-    /// "crawling ratio" is `crawl / (hop + crawl)`).
+    /// "crawling ratio" is `crawl / (hop + crawl + catch_up)`).
     pub crawl_bytes: u64,
     /// Bytes SBL advanced by catching up with the lists' tails inside a
     /// range (GRASSHOPPER only, beyond the paper: `WalOptions::sbl_catch_up`).
@@ -335,7 +335,7 @@ fn worker_main(core: &Core, start: Lsn) {
                     core.flusher_bell.ring();
                     core.counters.hop_bytes.store(worker.hop_bytes, Relaxed);
                     core.counters.crawl_bytes.store(worker.crawl_bytes, Relaxed);
-                    (core.counters.catch_up_bytes).store(worker.catch_up_bytes, Relaxed);
+                    core.counters.catch_up_bytes.store(worker.catch_up_bytes, Relaxed);
                     backoff.reset();
                     nap(worker.sbl() - before);
                 } else if core.is_stopped() {
