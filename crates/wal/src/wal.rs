@@ -335,7 +335,9 @@ fn worker_main(core: &Core, start: Lsn) {
                     core.flusher_bell.ring();
                     core.counters.hop_bytes.store(worker.hop_bytes, Relaxed);
                     core.counters.crawl_bytes.store(worker.crawl_bytes, Relaxed);
-                    core.counters.catch_up_bytes.store(worker.catch_up_bytes, Relaxed);
+                    core.counters
+                        .catch_up_bytes
+                        .store(worker.catch_up_bytes, Relaxed);
                     backoff.reset();
                     nap(worker.sbl() - before);
                 } else if core.is_stopped() {
