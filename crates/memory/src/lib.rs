@@ -403,12 +403,66 @@ pub fn prefetch_lines<T>(base: *const T, lines: usize) {
 /// (x86's `prefetchw`), so that later stores to them do not wait for
 /// another core to give them up or for memory. A hint only, as
 /// [`prefetch_lines`]: it never faults and changes nothing in memory.
+///
+/// `_mm_prefetch` with `_MM_HINT_ET0` compiles to a plain `prefetcht0`
+/// unless the whole build targets a CPU with `prefetchw` (LLVM's `prfchw`
+/// feature; our builds target baseline x86-64), so this issues the
+/// instruction itself where CPUID says the CPU has it, and falls back to
+/// `prefetcht0` where it does not.
 #[inline(always)]
 pub fn prefetch_lines_for_write<T>(base: *const T, lines: usize) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if has_prefetchw() {
+        for line in 0..lines {
+            let at = base.cast::<u8>().wrapping_add(line * LINE);
+            // SAFETY: the CPU has PREFETCHW (CPUID checked); a prefetch is
+            // a hint that never faults, reads nothing into a register and
+            // writes no memory, even for addresses past the object.
+            unsafe {
+                std::arch::asm!(
+                    "prefetchw byte ptr [{at}]",
+                    at = in(reg) at,
+                    options(nostack, preserves_flags, readonly)
+                )
+            };
+        }
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
-    prefetch_lines_with::<{ std::arch::x86_64::_MM_HINT_ET0 }>(base.cast(), lines);
+    prefetch_lines_with::<{ std::arch::x86_64::_MM_HINT_T0 }>(base.cast(), lines);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (base, lines);
+}
+
+/// Whether the CPU has `prefetchw` (CPUID leaf 0x8000_0001, ECX bit 8),
+/// asked once.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[inline(always)]
+fn has_prefetchw() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    const UNKNOWN: u8 = 0;
+    const YES: u8 = 1;
+    const NO: u8 = 2;
+    static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+    match STATE.load(Ordering::Relaxed) {
+        YES => true,
+        NO => false,
+        _ => {
+            let yes = detect_prefetchw();
+            STATE.store(if yes { YES } else { NO }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[cold]
+fn detect_prefetchw() -> bool {
+    use std::arch::x86_64::__cpuid;
+    const PREFETCHW_BIT: u32 = 1 << 8;
+    // The extended leaf is asked for only where the highest extended leaf
+    // says it exists.
+    __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & PREFETCHW_BIT != 0
 }
 
 /// `_mm_prefetch` with `HINT` for each of `lines` lines from `base`.

@@ -17,8 +17,8 @@
 //! no range of lap `k + 1` can receive bytes while SBL is still inside
 //! range `r` of lap `k`: a writer copies only into ring space the flusher
 //! is done with (SDL ≥ its end − ring size), so `n·2^H ≥ ring + 2^H`
-//! suffices, and [`HIndex::new`] sizes `n` so. The worker thus only reads
-//! the index, as Table 2 has it.
+//! suffices, and [`HIndex::new`] sizes `n` so (rounded up to a power of
+//! two). The worker thus only reads the index, as Table 2 has it.
 
 use crossbeam_utils::CachePadded;
 
@@ -31,7 +31,11 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 pub(crate) struct HIndex {
     base: u64,
     shift: u32,
+    /// `n`, a power of two, so that a range's slot and lap are a mask and
+    /// a shift rather than a division on every append.
     slots: Box<[CachePadded<AtomicU64>]>,
+    /// `log2(n)`.
+    lap_shift: u32,
 }
 
 impl HIndex {
@@ -39,7 +43,7 @@ impl HIndex {
     /// over a ring of `ring_bytes`.
     pub(crate) fn new(start: u64, shift: u32, ring_bytes: u64) -> Self {
         let hop = 1u64 << shift;
-        let n = ring_bytes.div_ceil(hop) + 1;
+        let n = (ring_bytes.div_ceil(hop) + 1).next_power_of_two();
         let slots: Box<[CachePadded<AtomicU64>]> = (0..n)
             .map(|_| CachePadded::new(AtomicU64::new(0)))
             .collect();
@@ -49,7 +53,12 @@ impl HIndex {
         );
         let base = start >> shift << shift;
         slots[0].store(start - base, Relaxed);
-        Self { base, shift, slots }
+        Self {
+            base,
+            shift,
+            slots,
+            lap_shift: n.trailing_zeros(),
+        }
     }
 
     /// The index of the range holding `lsn`.
@@ -85,8 +94,7 @@ impl HIndex {
     /// counted (an RMW chain is one release sequence).
     #[inline]
     pub(crate) fn is_full(&self, r: u64) -> bool {
-        let n = self.slots.len() as u64;
-        self.slot(r).load(Acquire) == (r / n + 1) << self.shift
+        self.slot(r).load(Acquire) == (self.lap(r) + 1) << self.shift
     }
 
     /// The bytes of range `r` counted so far, read with Acquire (as
@@ -94,14 +102,20 @@ impl HIndex {
     /// of a later lap receives bytes then; see the module docs).
     #[inline]
     pub(crate) fn buffered(&self, r: u64) -> u64 {
-        let n = self.slots.len() as u64;
         self.slot(r)
             .load(Acquire)
-            .wrapping_sub((r / n) << self.shift)
+            .wrapping_sub(self.lap(r) << self.shift)
     }
 
+    /// How many ranges used range `r`'s slot before it: `r / n`.
+    #[inline]
+    fn lap(&self, r: u64) -> u64 {
+        r >> self.lap_shift
+    }
+
+    #[inline]
     fn slot(&self, r: u64) -> &AtomicU64 {
-        &self.slots[(r % self.slots.len() as u64) as usize]
+        &self.slots[(r & (self.slots.len() as u64 - 1)) as usize]
     }
 }
 
@@ -111,20 +125,24 @@ mod tests {
 
     #[test]
     fn full_only_when_every_byte_counted_across_laps() {
-        // 8-byte hops over a 16-byte ring: 3 slots.
+        // 8-byte hops over a 16-byte ring: 3 slots, rounded up to 4.
         let h = HIndex::new(0, 3, 16);
+        assert_eq!(h.slots.len(), 4);
         assert!(!h.is_full(0));
         h.add(0, 5);
         assert!(!h.is_full(0));
         h.add(5, 6); // straddles into range 1
         assert!(h.is_full(0));
         assert!(!h.is_full(1));
-        h.add(11, 13); // fills ranges 1 and 2
-        assert!(h.is_full(1) && h.is_full(2));
-        // Range 3 reuses slot 0 in lap 1: full needs 16 there.
-        assert!(!h.is_full(3));
-        h.add(24, 8);
-        assert!(h.is_full(3));
+        h.add(11, 21); // fills ranges 1, 2 and 3
+        assert!(h.is_full(1) && h.is_full(2) && h.is_full(3));
+        // Range 4 reuses slot 0 in lap 1: full needs 16 there.
+        assert!(!h.is_full(4));
+        assert_eq!(h.buffered(4), 0);
+        h.add(32, 3);
+        assert_eq!(h.buffered(4), 3);
+        h.add(35, 5);
+        assert!(h.is_full(4));
     }
 
     #[test]
