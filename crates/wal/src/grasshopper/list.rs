@@ -75,6 +75,7 @@ pub(crate) struct CNode {
 }
 
 impl CNode {
+    #[inline(always)]
     pub(crate) fn new(start: u64, end: u64, callback: Option<Callback>) -> CNode {
         CNode {
             start,
@@ -221,6 +222,7 @@ impl GList {
     }
 
     /// A new c-node (owner only): from the slab, or under loom the heap.
+    #[inline(always)]
     fn alloc_cnode(&self, start: u64, end: u64, callback: Option<Callback>) -> *mut CNode {
         let node = CNode::new(start, end, callback);
         #[cfg(not(loom))]
