@@ -14,6 +14,12 @@ use crate::sync::UnsafeCell;
 
 /// A power-of-two ring of bytes addressed by LSN.
 pub(crate) struct Ring {
+    /// Mapped with huge pages asked for (`MADV_HUGEPAGE`): appends walk the
+    /// whole ring (the paper's 32 MiB), and with 4 KiB pages every few
+    /// entries would start on a page whose translation has left the TLB.
+    #[cfg(not(loom))]
+    bytes: epochdb_memory::Region<UnsafeCell<u8>>,
+    #[cfg(loom)]
     bytes: Box<[UnsafeCell<u8>]>,
     mask: u64,
 }
@@ -39,6 +45,9 @@ impl Ring {
     pub(crate) fn new(size: usize) -> Self {
         assert!(size.is_power_of_two(), "ring size must be a power of two");
         Self {
+            #[cfg(not(loom))]
+            bytes: epochdb_memory::Region::zeroed(size, epochdb_memory::HugePages::On),
+            #[cfg(loom)]
             bytes: (0..size).map(|_| UnsafeCell::new(0)).collect(),
             mask: size as u64 - 1,
         }
