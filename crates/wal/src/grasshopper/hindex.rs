@@ -34,8 +34,6 @@ pub(crate) struct HIndex {
     /// `n`, a power of two, so that a range's slot and lap are a mask and
     /// a shift rather than a division on every append.
     slots: Box<[CachePadded<AtomicU64>]>,
-    /// `log2(n)`.
-    lap_shift: u32,
 }
 
 impl HIndex {
@@ -53,12 +51,7 @@ impl HIndex {
         );
         let base = start >> shift << shift;
         slots[0].store(start - base, Relaxed);
-        Self {
-            base,
-            shift,
-            slots,
-            lap_shift: n.trailing_zeros(),
-        }
+        Self { base, shift, slots }
     }
 
     /// The index of the range holding `lsn`.
@@ -110,7 +103,7 @@ impl HIndex {
     /// How many ranges used range `r`'s slot before it: `r / n`.
     #[inline]
     fn lap(&self, r: u64) -> u64 {
-        r >> self.lap_shift
+        r >> self.slots.len().trailing_zeros()
     }
 
     #[inline]

@@ -1,9 +1,9 @@
 //! The memory under a slab: a fixed ring of cache-line-aligned slots, each
 //! able to hold one `T`, addressed by an index taken modulo the ring's
-//! length (a power of two, so the modulo is a mask: a division here cost
-//! an append more than the rest of the node allocation, by perf). What lives in a slot, and when, is its user's business:
-//! `slab.rs` (c-nodes, freed by their owner) and `hslab.rs` (h-nodes, freed
-//! by the worker).
+//! length (a power of two, so the modulo is a mask rather than a division
+//! on every append). What lives in a slot, and when, is its user's
+//! business: `slab.rs` (c-nodes, freed by their owner) and `hslab.rs`
+//! (h-nodes, freed by the worker).
 
 use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
