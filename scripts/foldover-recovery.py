@@ -22,7 +22,8 @@ import sys
 
 def checkpoints(path):
     """(end_s, [(t_s, f, rate / REST, U / N), ...]) per checkpoint of one run."""
-    run = json.load(open(path))
+    with open(path) as file:
+        run = json.load(file)
     config = run["config"]
     keys = config["keys"]
     update_share = int(config["mix"].split(":")[1]) / 100
@@ -52,8 +53,7 @@ def checkpoints(path):
 
 
 def main(paths):
-    runs = [list(checkpoints(p)) for p in paths]
-    all_checkpoints = [c for run in runs for c in run]
+    all_checkpoints = [c for path in paths for c in checkpoints(path)]
     bins = {}
     for _, series in all_checkpoints:
         for _, f, ratio, _ in series:
