@@ -240,7 +240,14 @@ impl Database {
         self.shared.durability.persistent_epoch()
     }
 
-    /// Takes a checkpoint now and waits until it is installed (`silor`).
+    /// Takes a checkpoint now and waits until it is installed (`silor`,
+    /// `wal`).
+    ///
+    /// In `silor` a checkpoint starts only once every worker has left the
+    /// epochs before it, so a [`Worker`] that sits idle without
+    /// [`Worker::quiesce`] holds it back until its next transaction: call
+    /// `quiesce` on the calling thread's own worker first, or this waits
+    /// forever.
     pub fn checkpoint(&self) -> Result<(), DurabilityError> {
         self.shared.durability.checkpoint()
     }
@@ -322,7 +329,9 @@ impl Database {
     }
 
     /// Registers a worker for the calling thread. Transactions run on
-    /// workers; keep one per thread and reuse it.
+    /// workers; keep one per thread and reuse it. A worker that will sit
+    /// idle for long should [`Worker::quiesce`]: until then it holds back
+    /// checkpoints and memory reclamation.
     pub fn worker(&self) -> Result<Worker, OpenError> {
         Worker::new(self.shared.clone())
     }

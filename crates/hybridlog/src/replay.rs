@@ -222,6 +222,20 @@ fn replay_chunk(
                 ));
             }
             let header = Header(u64_at(page, offset));
+            if header.previous() >= record {
+                // A chain always points back: the header is damaged.
+                return Err((
+                    record,
+                    Error::Corrupted {
+                        file: path.to_path_buf(),
+                        offset: record,
+                        reason: format!(
+                            "record's previous address {} is not below it",
+                            header.previous()
+                        ),
+                    },
+                ));
+            }
             if !header.invalid() {
                 if record >= meta.l_s && header.version() == excluded {
                     invalid.push(record);

@@ -186,6 +186,9 @@ enum Outcome {
     Shift,
     /// A CAS was lost or the tail page is not open yet: refresh and retry.
     Retry,
+    /// The chain in memory is malformed (a damaged log or index loaded by
+    /// recovery): the session fail-stops with this reason.
+    Failed(String),
 }
 
 /// Where the chain walk ended.
@@ -194,6 +197,9 @@ enum Found<'d> {
     Disk(&'d [u8]),
     NeedIo(u64),
     Absent,
+    /// A record in memory that cannot be a record: it runs past its page
+    /// or points forward. Only damaged data loaded at recovery does this.
+    Corrupt(String),
 }
 
 /// What [`Session::first_record`] found.
@@ -862,6 +868,12 @@ impl<F: Functions> Session<F> {
             self.scratch = scratch;
             match outcome {
                 Outcome::Done(status) => break status,
+                Outcome::Failed(reason) => {
+                    self.failed = Some(reason.clone());
+                    self.scratch.declined = INVALID_ADDRESS;
+                    self.in_op = false;
+                    return Err(Error::Failed(reason));
+                }
                 Outcome::Pending(io) => {
                     let token = self.next_token;
                     self.next_token += 1;
@@ -931,7 +943,7 @@ impl<F: Functions> Session<F> {
             let requests = std::mem::take(&mut self.pending);
             let mut retried = false;
             for mut request in requests {
-                if matches!(request.io, IoState::Waiting(_)) {
+                if matches!(request.io, IoState::Waiting(_)) || self.failed.is_some() {
                     self.pending.push(request);
                     continue;
                 }
@@ -956,6 +968,11 @@ impl<F: Functions> Session<F> {
                 );
                 self.scratch = scratch;
                 match outcome {
+                    Outcome::Failed(reason) => {
+                        // Its latch is released; the rest stay pending.
+                        self.failed = Some(reason);
+                        self.pending.push(request);
+                    }
                     Outcome::Done(status) => {
                         self.completed.push(Completed {
                             serial: request.serial,
@@ -1003,6 +1020,9 @@ impl<F: Functions> Session<F> {
                 self.refresh();
             }
             self.publish();
+            if let Some(reason) = &self.failed {
+                return Err(Error::Failed(reason.clone()));
+            }
             if !wait || self.pending.is_empty() {
                 break;
             }
@@ -1087,14 +1107,21 @@ impl<F: Functions> Session<F> {
             if address >= head {
                 let record = log.record(address);
                 let header = Header(record[0].load(Acquire));
+                // Our own records always fit their page and point back;
+                // one that does not came from a damaged file.
+                let fits = record.len() >= 2 && {
+                    let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
+                    record_bytes(key_len, value_len) <= record.len() * 8
+                };
+                if !fits || header.previous() >= address {
+                    return Found::Corrupt(format!(
+                        "log record at {address} in memory is malformed (points to {})",
+                        header.previous()
+                    ));
+                }
                 if !header.invalid() && self.key_matches_memory(record) {
                     return Found::Memory(address);
                 }
-                assert!(
-                    header.previous() < address,
-                    "record at {address} in memory points forward to {}",
-                    header.previous()
-                );
                 address = header.previous();
                 continue;
             }
@@ -1257,7 +1284,7 @@ impl<F: Functions> Session<F> {
             outcome = self.update_attempt(op, key, hash, version, mode, old_request, disk, scratch);
         }
         let release = match outcome {
-            Outcome::Done(_) | Outcome::Shift => true,
+            Outcome::Done(_) | Outcome::Shift | Outcome::Failed(_) => true,
             Outcome::Retry => !old_request,
             Outcome::Pending(_) => false,
         };
@@ -1279,6 +1306,7 @@ impl<F: Functions> Session<F> {
             return Outcome::Done(Status::NotFound);
         };
         match self.trace(entry.address(), log.head(), disk) {
+            Found::Corrupt(reason) => Outcome::Failed(reason),
             Found::Absent => Outcome::Done(Status::NotFound),
             Found::NeedIo(address) => Outcome::Pending(Some(address)),
             Found::Memory(address) => {
@@ -1397,6 +1425,7 @@ impl<F: Functions> Session<F> {
         // Set when the plan updates an older version's record in place.
         let mut in_place_older = false;
         let plan = match self.trace(entry.address(), log.head(), disk) {
+            Found::Corrupt(reason) => return Outcome::Failed(reason),
             // Nothing live to delete.
             Found::Absent if is_delete => return Outcome::Done(Status::NotFound),
             // No record of the key: the version rules still apply, with no
