@@ -16,7 +16,6 @@ use crate::durability::{
 };
 use crate::error::{DurabilityError, OpenError};
 use crate::pool::WorkerPool;
-use crate::record::free_record;
 use crate::table::{Table, TableId};
 use crate::worker::Worker;
 
@@ -58,15 +57,8 @@ impl Drop for Shared {
         // committed durable and stop the mode's threads (a checkpointer
         // reads the tables).
         let _ = self.durability.shutdown();
-        // Free the records still in the indexes. Records already unlinked
-        // were retired to the epoch framework, which frees them itself.
-        for table in std::mem::take(&mut *self.tables.write()) {
-            table.for_each(|_, record| {
-                // SAFETY: nothing can reach the table any more; each record
-                // is in the index exactly once.
-                unsafe { free_record(record.as_ptr().cast()) };
-            });
-        }
+        // The tables free their records when their last reference goes
+        // (`Table`'s drop): these, or the durability mode's copies.
     }
 }
 

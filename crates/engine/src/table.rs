@@ -55,6 +55,20 @@ pub(crate) struct ReplayWrite<'a> {
 /// Index operations. Callers must be epoch-protected (workers are, for
 /// their whole transaction and commit): the index frees removed keys'
 /// memory through the epoch framework.
+/// The last reference to a table frees the records still in its index —
+/// at a database's drop, and also when a failed recovery drops the tables
+/// it had filled. Records already unlinked were retired to the epoch
+/// framework, which frees them itself.
+impl Drop for Table {
+    fn drop(&mut self) {
+        self.for_each(|_, record| {
+            // SAFETY: nothing else holds the table; each record is in the
+            // index exactly once.
+            unsafe { free_record(record.as_ptr().cast()) };
+        });
+    }
+}
+
 impl Table {
     pub(crate) fn new(id: TableId, name: String, point_index: bool) -> Self {
         Self {
