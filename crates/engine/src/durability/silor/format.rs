@@ -29,6 +29,8 @@ use std::fmt;
 
 use epochdb_storage::{blocks, encode_block, seal_block, Block, FrameError, BLOCK_HEADER_BYTES};
 
+use crate::tid::EPOCH_LIMIT;
+
 /// The version of every format below. A directory written with another
 /// version is refused at open.
 /// Version 2: TIDs carry a 40-bit epoch (tid.rs); version 1 had 32 bits.
@@ -279,6 +281,9 @@ pub(crate) struct LogBlock<'a> {
 pub(crate) fn parse_log_block(payload: &[u8]) -> Result<LogBlock<'_>, Malformed> {
     let mut body = Reader::new(payload);
     let epoch = body.u64("log block epoch")?;
+    if epoch >= EPOCH_LIMIT {
+        return Err(Malformed("log block epoch does not fit a TID"));
+    }
     Ok(LogBlock { epoch, body })
 }
 
@@ -359,6 +364,9 @@ impl PepochRecord {
     pub(crate) fn parse(payload: &[u8]) -> Result<Self, Malformed> {
         let mut reader = Reader::new(payload);
         let e_p = reader.u64("pepoch e_p")?;
+        if e_p >= EPOCH_LIMIT {
+            return Err(Malformed("pepoch e_p does not fit a TID"));
+        }
         let count = reader.u32("pepoch directory count")?;
         let mut logs = Vec::new();
         for _ in 0..count {

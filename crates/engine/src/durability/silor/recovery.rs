@@ -35,7 +35,7 @@ use crate::durability::{FileProgress, RecoveryPhase, RecoveryProgress};
 use crate::error::DurabilityError;
 use crate::index::PREFETCH_WALKS;
 use crate::table::{ReplayWrite, Table, TableId};
-use crate::tid::Tid;
+use crate::tid::{Tid, EPOCH_LIMIT};
 
 /// What a recovery did and how long it took (`epochdb recover` prints it).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -274,7 +274,16 @@ pub(crate) fn recover(
     handle.unprotect();
     drop(handle);
 
-    let next_epoch = e_p.max(meta.as_ref().map_or(0, |m| m.e_h)).max(max_epoch) + 1;
+    let e_h = meta.as_ref().map_or(0, |m| m.e_h);
+    let next_epoch = e_p.max(e_h).max(max_epoch) + 1;
+    if next_epoch >= EPOCH_LIMIT {
+        // Epochs this large cannot be in a TID: a damaged pepoch file,
+        // checkpoint metadata or log (which one is the largest here).
+        return Err(DurabilityError::Corrupt(format!(
+            "recovered epoch {next_epoch} does not fit a TID (pepoch {e_p}, \
+             checkpoint e_h {e_h}, newest logged epoch {max_epoch})"
+        )));
+    }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(Recovered {
         tables,

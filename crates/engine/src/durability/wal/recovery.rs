@@ -27,7 +27,7 @@ use crate::durability::{RecoveryPhase, RecoveryProgress, RecoveryReport};
 use crate::error::DurabilityError;
 use crate::index::PREFETCH_WALKS;
 use crate::table::{ReplayWrite, Table, TableId};
-use crate::tid::{Tid, STATUS_MASK};
+use crate::tid::{Tid, EPOCH_LIMIT, STATUS_MASK};
 
 /// Names only the `log`/`silor` modes write in their first directory.
 const SILOR_FILES: [&str; 2] = ["pepoch", "catalog"];
@@ -150,6 +150,12 @@ pub(crate) fn recover(
     drop(handle);
     report.log_seconds = replay_started.elapsed().as_secs_f64();
     report.seconds = started.elapsed().as_secs_f64();
+    if max_epoch + 1 >= EPOCH_LIMIT {
+        return Err(DurabilityError::Corrupt(format!(
+            "{}: newest logged epoch {max_epoch} leaves no epoch for new TIDs",
+            wal_dir.display()
+        )));
+    }
     Ok(Recovered {
         tables,
         next_epoch: max_epoch + 1,
