@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use epochdb_engine::durability::{inspect_dir, inspect_file};
 use epochdb_engine::{Config, Database, DurabilityKind, SilorOptions, WalOptions};
 use epochdb_storage::{CrashMode, SimStorage, Storage};
 
@@ -187,18 +188,37 @@ pub fn images() -> &'static [Image] {
     LOADED.get_or_init(|| IMAGES.iter().map(|(name, _)| image::load(name)).collect())
 }
 
-/// The fuzz target: damages an image as `data` says and opens the
-/// database over it; if recovery succeeds, reads every row, commits a
+/// The fuzz target: damages an image as `data` says, lists it as
+/// `epochdb inspect` would (`silor`, `log`) and opens the database over
+/// it; if recovery succeeds, reads every row, commits a
 /// little (waiting a bounded time for durability) and checkpoints. Errors
 /// are fine; a panic or a hang is the bug.
 pub fn recover_damaged(data: &[u8]) {
     let damage = Damage::from_bytes(data);
     let which = usize::from(damage.image) % IMAGES.len();
     let image = damage.apply(&images()[which]);
-    let Ok(db) = open(&image, IMAGES[which].1) else {
+    let mode = IMAGES[which].1;
+    if mode != DurabilityKind::Wal {
+        inspect(&image);
+    }
+    let Ok(db) = open(&image, mode) else {
         return;
     };
     let _ = exercise(&db);
+}
+
+/// `epochdb inspect` over the damaged directories and each file (verbose):
+/// its decoders are separate from recovery's.
+fn inspect(image: &Image) {
+    let Ok(disk) = image.restore() else { return };
+    let mut out = String::new();
+    for dir in ["/db/a", "/db/b"] {
+        let _ = inspect_dir(&disk, Path::new(dir), &mut out);
+    }
+    for file in &image.files {
+        out.clear();
+        let _ = inspect_file(&disk, &file.path, true, &mut out);
+    }
 }
 
 fn exercise(db: &Database) -> Result<(), String> {
