@@ -1,7 +1,7 @@
 //! Fuzz harnesses for epochdb's on-disk formats.
 //!
-//! Each durable store (the HybridLog, the engine's `silor` and `wal` modes)
-//! has a few small *disk images*, committed under `images/`: the synced
+//! Each durable store (the HybridLog, the engine's `silor`, `log` and
+//! `wal` modes, the FC checkpoint library) has a few small *disk images*, committed under `images/`: the synced
 //! files a deterministic workload left on the simulated disk, checkpoints
 //! included. A harness takes fuzzer bytes as a [`Damage`] — byte flips,
 //! overwritten or nudged words, truncated or removed files, and optionally
@@ -22,6 +22,7 @@
 
 pub mod damage;
 pub mod engine;
+pub mod fcc;
 pub mod hybridlog;
 pub mod image;
 

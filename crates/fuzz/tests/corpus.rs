@@ -38,3 +38,8 @@ fn every_hybridlog_corpus_input_recovers_or_is_refused_without_a_panic() {
 fn every_engine_corpus_input_recovers_or_is_refused_without_a_panic() {
     replay("engine_recover", epochdb_fuzz::engine::recover_damaged);
 }
+
+#[test]
+fn every_fcc_corpus_input_recovers_or_is_refused_without_a_panic() {
+    replay("fcc_recover", epochdb_fuzz::fcc::recover_damaged);
+}

@@ -3,7 +3,7 @@
 //! it. Each committed image must recover, undamaged, to exactly the state
 //! its workload committed — and the harness must run on it.
 
-use epochdb_fuzz::{engine, hybridlog, image, Damage};
+use epochdb_fuzz::{engine, fcc, hybridlog, image, Damage};
 
 #[test]
 fn hybridlog_images_recover_their_last_checkpoint() {
@@ -28,6 +28,15 @@ fn engine_images_recover_every_acknowledged_commit() {
         });
         assert_eq!(engine::read_all(&db).unwrap(), engine::expected(), "{name}");
     }
+}
+
+#[test]
+fn the_fcc_image_recovers_every_released_tick() {
+    let recovered = fcc::open(fcc::loaded())
+        .unwrap_or_else(|e| panic!("{e} (cargo run -p epochdb-fuzz --bin make-images)"));
+    assert_eq!(recovered.tick, 43);
+    assert!(recovered.replayed_ticks > 0, "{}", recovered.replayed_ticks);
+    assert_eq!(recovered.words, fcc::expected());
 }
 
 #[test]
@@ -68,5 +77,6 @@ fn the_harnesses_run_on_undamaged_and_damaged_images() {
     ] {
         hybridlog::recover_damaged(input);
         engine::recover_damaged(input);
+        fcc::recover_damaged(input);
     }
 }

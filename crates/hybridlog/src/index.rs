@@ -418,7 +418,7 @@ impl Index {
     pub(crate) fn from_words(buckets: usize, overflow: u64, words: &[u64]) -> Self {
         let index = Index::with_overflow(buckets, overflow, true);
         assert_eq!(words.len(), (buckets + overflow as usize) * 8);
-        index.load_words(0, words);
+        index.load_words(0, words).expect("a sound copy");
         index
     }
 
@@ -436,8 +436,12 @@ impl Index {
     /// `words` are the words of buckets `first_bucket..` in the order
     /// [`Index::fuzzy_copy`] wrote them (primary, then overflow).
     /// Tentative entries are dropped; overflow links past the pool end are
-    /// cut.
-    pub(crate) fn load_words(&self, first_bucket: usize, words: &[u64]) {
+    /// cut (a fuzzy copy may see a link made after it counted the pool).
+    ///
+    /// Errors: an overflow bucket links to one allocated no later than
+    /// itself. Chains only ever grow by a freshly allocated bucket, so ids
+    /// rise along every chain; a link back (a cycle) can only be damage.
+    pub(crate) fn load_words(&self, first_bucket: usize, words: &[u64]) -> Result<(), String> {
         let buckets = self.buckets.len();
         let overflow = self.next_overflow.load(Relaxed);
         for (i, chunk) in words.chunks_exact(8).enumerate() {
@@ -453,8 +457,15 @@ impl Index {
             }
             let next = chunk[BUCKET_ENTRIES] & ADDRESS_MASK;
             let next = if next > overflow { 0 } else { next };
+            if i >= buckets && next != 0 && next <= (i - buckets) as u64 + 1 {
+                return Err(format!(
+                    "overflow bucket {} links back to {next}",
+                    i - buckets + 1
+                ));
+            }
             bucket.overflow().store(next, Relaxed);
         }
+        Ok(())
     }
 
     /// Loads `hash`'s primary bucket into the cache (recovery's replay
@@ -489,6 +500,21 @@ mod tests {
         assert_eq!(index.find(0x0001_0000_0000_0001).unwrap().address(), 4096);
         // Same bucket, other tag: a different entry.
         assert!(index.find(0x0002_0000_0000_0001).is_none());
+    }
+
+    #[test]
+    fn a_copy_whose_overflow_chain_loops_is_refused() {
+        let index = Index::new(1);
+        for tag in 1..30u64 {
+            assert!(index.find_or_create(tag << 48).try_update(tag * 64));
+        }
+        let (mut words, overflow) = index.fuzzy_words();
+        assert!(overflow >= 2, "{overflow}");
+        // The first overflow bucket (bucket 1 of the copy) links to itself.
+        words[8 + BUCKET_ENTRIES] = 1;
+        let copy = Index::with_overflow(1, overflow, false);
+        let error = copy.load_words(0, &words).unwrap_err();
+        assert!(error.contains("links back"), "{error}");
     }
 
     #[test]

@@ -149,15 +149,21 @@ fn decode_at<'a>(path: &Path, bytes: &'a [u8], offset: u64) -> Result<Option<Blo
     }
 }
 
-/// Stores a words block's payload at `first_bucket`.
-fn load(index: &Index, first_bucket: usize, payload: &[u8], words: &mut Vec<u64>) {
+/// Stores a words block's payload at `first_bucket` (errors: see
+/// [`Index::load_words`]).
+fn load(
+    index: &Index,
+    first_bucket: usize,
+    payload: &[u8],
+    words: &mut Vec<u64>,
+) -> std::result::Result<(), String> {
     words.clear();
     words.extend(
         payload
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8"))),
     );
-    index.load_words(first_bucket, words);
+    index.load_words(first_bucket, words)
 }
 
 /// Reads a fuzzy index checkpoint into a new index with `threads` workers
@@ -219,7 +225,11 @@ pub(crate) fn read_index(
                         }
                         match decode_at(path, &job.data[job.range.clone()], job.offset) {
                             Ok(Some(block)) => {
-                                load(index, job.first_bucket, block.payload, &mut words)
+                                if let Err(reason) =
+                                    load(index, job.first_bucket, block.payload, &mut words)
+                                {
+                                    errors.add(job.offset, corrupt(job.offset, reason));
+                                }
                             }
                             Ok(None) => unreachable!("a block is never empty"),
                             Err(e) => errors.add(job.offset, e),
@@ -264,7 +274,12 @@ pub(crate) fn read_index(
                     Ok(Some(block))
                         if block.kind == KIND_INDEX_WORDS && fits(block.payload.len()) =>
                     {
-                        load(&index, loaded_words / 8, block.payload, &mut words);
+                        if let Err(reason) =
+                            load(&index, loaded_words / 8, block.payload, &mut words)
+                        {
+                            errors.add(offset, corrupt(offset, reason));
+                            break;
+                        }
                         loaded_words += block.payload.len() / 8;
                     }
                     Ok(Some(block)) => {
@@ -391,7 +406,8 @@ mod tests {
                         .chunks_exact(8)
                         .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
                         .collect();
-                    idx.load_words(loaded_words / 8, &words);
+                    idx.load_words(loaded_words / 8, &words)
+                        .map_err(|reason| corrupt(offset, reason))?;
                     loaded_words += words.len();
                 }
                 (kind, _) => {
