@@ -209,31 +209,26 @@ fn replay_chunk(
             let (key_len, value_len) = split_lengths(lengths);
             let size = record_bytes(key_len, value_len);
             let record = page_start + offset as u64;
+            let malformed = |reason: String| {
+                let file = path.to_path_buf();
+                let error = Error::Corrupted {
+                    file,
+                    offset: record,
+                    reason,
+                };
+                Err((record, error))
+            };
             if key_len == 0 || offset + size > page.len() {
-                return Err((
-                    record,
-                    Error::Corrupted {
-                        file: path.to_path_buf(),
-                        offset: record,
-                        reason: format!(
-                            "malformed record (key {key_len} bytes, value {value_len} bytes)"
-                        ),
-                    },
+                return malformed(format!(
+                    "malformed record (key {key_len} bytes, value {value_len} bytes)"
                 ));
             }
             let header = Header(u64_at(page, offset));
             if header.previous() >= record {
                 // A chain always points back: the header is damaged.
-                return Err((
-                    record,
-                    Error::Corrupted {
-                        file: path.to_path_buf(),
-                        offset: record,
-                        reason: format!(
-                            "record's previous address {} is not below it",
-                            header.previous()
-                        ),
-                    },
+                let previous = header.previous();
+                return malformed(format!(
+                    "record's previous address {previous} is not below it"
                 ));
             }
             if !header.invalid() {
