@@ -52,9 +52,6 @@ pub(crate) struct ReplayWrite<'a> {
     pub(crate) value: Option<&'a [u8]>,
 }
 
-/// Index operations. Callers must be epoch-protected (workers are, for
-/// their whole transaction and commit): the index frees removed keys'
-/// memory through the epoch framework.
 /// The last reference to a table frees the records still in its index —
 /// at a database's drop, and also when a failed recovery drops the tables
 /// it had filled. Records already unlinked were retired to the epoch
@@ -69,6 +66,9 @@ impl Drop for Table {
     }
 }
 
+/// Index operations. Callers must be epoch-protected (workers are, for
+/// their whole transaction and commit): the index frees removed keys'
+/// memory through the epoch framework.
 impl Table {
     pub(crate) fn new(id: TableId, name: String, point_index: bool) -> Self {
         Self {

@@ -2,7 +2,7 @@
 //! with `arbitrary`, and how it is applied.
 
 use arbitrary::{Arbitrary, Unstructured};
-use epochdb_storage::BLOCK_HEADER_BYTES;
+use epochdb_storage::{seal_block, BLOCK_HEADER_BYTES};
 
 use crate::image::Image;
 
@@ -144,15 +144,16 @@ fn word_at(bytes: &mut [u8], at: u32) -> Option<&mut [u8]> {
 }
 
 /// Rewrites the checksum of every block of `bytes` whose header carries
-/// `magic`, walking the headers' lengths as a reader would (the storage
-/// crate's frame layout: the CRC32C at 12..16 covers bytes 0..12 and the
-/// payload).
+/// `magic`, walking the headers' lengths as a reader would (each block is
+/// resealed by the storage crate with its own header's version and kind).
 fn reseal(bytes: &mut [u8], magic: u32) {
     let mut at = 0usize;
     while let Some(header) = bytes.get(at..at + BLOCK_HEADER_BYTES) {
         if header[..4] != magic.to_le_bytes() {
             return;
         }
+        let version = u16::from_le_bytes([header[4], header[5]]);
+        let kind = u16::from_le_bytes([header[6], header[7]]);
         let len = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes")) as usize;
         let Some(end) = (at + BLOCK_HEADER_BYTES)
             .checked_add(len)
@@ -160,11 +161,7 @@ fn reseal(bytes: &mut [u8], magic: u32) {
         else {
             return;
         };
-        let crc = crc32c::crc32c_append(
-            crc32c::crc32c(&bytes[at..at + 12]),
-            &bytes[at + BLOCK_HEADER_BYTES..end],
-        );
-        bytes[at + 12..at + 16].copy_from_slice(&crc.to_le_bytes());
+        seal_block(&mut bytes[at..end], magic, version, kind);
         at = end;
     }
 }
