@@ -9,6 +9,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
 use crate::cores::CorePlan;
+use crate::durability::cpr::CprMode;
 use crate::durability::silor::{self, SiloR};
 use crate::durability::wal::{self, WalMode};
 use crate::durability::{
@@ -140,6 +141,7 @@ impl Database {
             DurabilityKind::None => Self::assemble(config, Arc::new(NoDurability), None, None),
             DurabilityKind::Log | DurabilityKind::Silor => Self::open_silor(config),
             DurabilityKind::Wal => Self::open_wal(config),
+            DurabilityKind::Cpr => Self::open_silor(config),
         }
     }
 
@@ -162,9 +164,16 @@ impl Database {
 
     fn open_silor(config: Config) -> Result<Self, OpenError> {
         let storage = config.storage();
+        let cpr = config.durability == DurabilityKind::Cpr;
+        let layout = if cpr {
+            silor::Layout::CheckpointsOnly
+        } else {
+            silor::Layout::Logged
+        };
         let recovered = silor::recover(
             storage.as_ref(),
             &config.dirs,
+            layout,
             config.silor.recovery_threads(),
             config.storage.is_none(),
             &config.point_index,
@@ -172,7 +181,11 @@ impl Database {
         )?;
         let epochs = EpochManager::starting_at(config.max_workers + 4, recovered.next_epoch);
         let tables: TableList = Arc::new(RwLock::new(recovered.tables.clone()));
-        let mode = SiloR::start(&config, epochs.clone(), &recovered, tables.clone())?;
+        let mode: Arc<dyn DurabilityMode> = if cpr {
+            CprMode::start(&config, epochs.clone(), &recovered, tables.clone())?
+        } else {
+            SiloR::start(&config, epochs.clone(), &recovered, tables.clone())?
+        };
         let report = recovered.report.clone();
         Self::assemble(config, mode, Some((epochs, tables)), Some(report))
     }

@@ -329,6 +329,25 @@ impl Record {
         }
     }
 
+    /// Appends the value to `out` and returns the word, for the holder of
+    /// the record's lock (nothing can change under it; the `cpr` mode
+    /// copies a record's stable value this way before overwriting it).
+    pub(crate) fn copy_locked(&self, out: &mut Vec<u8>) -> u64 {
+        let word = self.word.load(Ordering::Relaxed);
+        debug_assert!(word & LOCK_BIT != 0, "copy_locked without the lock");
+        if word & ABSENT_BIT == 0 {
+            let block = self.block();
+            let len = (block.len.load(Ordering::Relaxed) as usize).min(block.capacity as usize);
+            let start = out.len();
+            out.reserve(len.next_multiple_of(WORD));
+            for word in &block.words()[..len.div_ceil(WORD)] {
+                out.extend_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+            }
+            out.truncate(start + len);
+        }
+        word
+    }
+
     /// Releases a lock without changing the TID (an aborted commit).
     #[inline]
     pub(crate) fn unlock(&self) {

@@ -92,6 +92,26 @@ impl EpochManager {
         epoch
     }
 
+    /// BumpEpoch from a known epoch: `E ← expected + 1` only if `E` is
+    /// still `expected` (a compare-and-swap), so the caller knows that no
+    /// other bump came between its read of `E` and this one. Returns the
+    /// new epoch, or the epoch found instead.
+    ///
+    /// The engine's `cpr` mode publishes the first epoch of a new version
+    /// and then moves `E` to exactly it: any thread that reads that epoch
+    /// afterwards is sure to see the publication.
+    pub fn bump_from(&self, expected: u64) -> Result<u64, u64> {
+        self.shared.current.compare_exchange(
+            expected,
+            expected + 1,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        )?;
+        self.shared.try_drain();
+        self.shared.collect_orphans();
+        Ok(expected + 1)
+    }
+
     /// BumpEpoch(action) (cpr-sigmod19 §3): `E ← E + 1` and `action` runs,
     /// exactly once, after every thread has refreshed past the old epoch.
     /// It runs on whichever thread notices that first (a `refresh`, a later

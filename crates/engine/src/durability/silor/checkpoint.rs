@@ -35,6 +35,7 @@ use super::format::{put_ckpt_record, seal_ckpt_block, start_ckpt_block, Checkpoi
 use super::{Inner, SilorOptions, Stats};
 use crate::arena::Arena;
 use crate::db::TableList;
+use crate::durability::cpr::copies::StableCopy;
 use crate::error::DurabilityError;
 use crate::table::Table;
 use crate::tid::{tid_of, ABSENT_BIT};
@@ -81,6 +82,31 @@ pub(crate) trait CheckpointHost: Send + Sync + 'static {
     /// After the checkpoint is installed: removes the log it made
     /// unneeded.
     fn remove_old_log(&self, meta: &CheckpointMeta) -> Result<(), StorageError>;
+    /// After every checkpointer finished its scan: records the scan left
+    /// out that belong in the checkpoint, and the sessions it commits (the
+    /// `cpr` mode's stable copies and CPR points). Default: none.
+    fn after_scan(&self) -> ScanExtras {
+        ScanExtras::default()
+    }
+    /// The checkpoint is installed (its metadata is durable).
+    fn installed(&self, meta: &CheckpointMeta) {
+        let _ = meta;
+    }
+    /// The checkpoint that `begin` started will not be installed (stopped,
+    /// or an I/O error).
+    fn abandoned(&self) {}
+}
+
+/// What a host adds to a checkpoint after the scan ([`CheckpointHost::after_scan`]).
+#[derive(Default)]
+pub(crate) struct ScanExtras {
+    /// Records to write besides the scan's, in the encoding of
+    /// [`crate::durability::cpr::copies`]; a key may also be in the scan
+    /// with the same TID and value (recovery keeps one).
+    pub(crate) copies: Vec<Vec<u8>>,
+    /// Session id → serial number of the last transaction the checkpoint
+    /// holds (cpr-sigmod19 §2's CPR point).
+    pub(crate) sessions: Vec<(u64, u64)>,
 }
 
 impl CheckpointHost for Inner {
@@ -299,6 +325,9 @@ fn take_checkpoint(
     let started = Instant::now();
     let result = write_and_install(inner, tables, control, id);
     inner.stats().checkpointing.store(false, Ordering::Relaxed);
+    if result.is_err() {
+        inner.abandoned();
+    }
     if result.is_ok() {
         let micros = started.elapsed().as_micros() as u64;
         let stats = inner.stats();
@@ -377,6 +406,13 @@ fn write_and_install(
         files.extend(written.files);
         bytes += written.bytes;
     }
+    let extras = inner.after_scan();
+    if !extras.copies.is_empty() {
+        let written =
+            Checkpointer::new(inner, 0, id, m, skip_epoch)?.write_copies(&extras.copies)?;
+        files.extend(written.files);
+        bytes += written.bytes;
+    }
     let end = inner.end();
 
     // Install only once everything the checkpoint read is durable in the
@@ -394,6 +430,7 @@ fn write_and_install(
         dirs: n as u32,
         tables: tables.iter().map(|t| (t.id.0, t.name.clone())).collect(),
         files,
+        sessions: extras.sessions,
     };
     replace_atomically(
         inner.storage(),
@@ -405,6 +442,7 @@ fn write_and_install(
         .stats()
         .checkpoint_bytes
         .fetch_add(bytes, Ordering::Relaxed);
+    inner.installed(&meta);
     remove_old_checkpoints(inner, id)?;
     inner.remove_old_log(&meta)?;
     Ok(())
@@ -505,20 +543,7 @@ impl<'a> Checkpointer<'a> {
             }
             let mut files = self.create_files(table.id.0)?;
             self.walk(table, lo, hi, &mut files, control)?;
-            for file in &mut files {
-                if let Some(direct) = &file.direct {
-                    direct.trim(file.file.as_mut())?;
-                }
-                let file = &file.file;
-                file.sync()?;
-                let name = file
-                    .path()
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .expect("we named it")
-                    .to_owned();
-                written.push((self.index as u32, name, file.size()?));
-            }
+            written.extend(self.finish_files(files)?);
         }
         self.inner.storage().sync_dir(&self.dir)?;
         Ok(Written {
@@ -527,9 +552,69 @@ impl<'a> Checkpointer<'a> {
         })
     }
 
+    /// Writes records handed over after the scan (`ScanExtras::copies`):
+    /// one more file per table that has any, file number `m` in the first
+    /// directory, so recovery loads it beside the scan's files.
+    fn write_copies(mut self, buffers: &[Vec<u8>]) -> Result<Written, CheckpointError> {
+        let mut by_table: std::collections::BTreeMap<u32, Vec<StableCopy<'_>>> = Default::default();
+        for buffer in buffers {
+            for copy in crate::durability::cpr::copies::iter(buffer) {
+                by_table.entry(copy.table).or_default().push(copy);
+            }
+        }
+        let block_bytes = self.inner.options().checkpoint_block_bytes;
+        let mut written = Vec::new();
+        for (table, copies) in by_table {
+            let mut files = self.create_files_numbered(table, self.m..self.m + 1)?;
+            let mut next_file = 0;
+            start_ckpt_block(&mut self.block, table);
+            for copy in copies {
+                put_ckpt_record(&mut self.block, copy.key, copy.tid, copy.value);
+                if self.block.len() >= block_bytes {
+                    self.emit(&mut files, &mut next_file, table)?;
+                }
+            }
+            self.emit(&mut files, &mut next_file, table)?;
+            written.extend(self.finish_files(files)?);
+        }
+        self.inner.storage().sync_dir(&self.dir)?;
+        Ok(Written {
+            files: written,
+            bytes: self.bytes,
+        })
+    }
+
+    /// Trims, syncs and names the files of one table.
+    fn finish_files(&self, files: Vec<CkptFile>) -> Result<Vec<(u32, String, u64)>, StorageError> {
+        let mut written = Vec::new();
+        for mut file in files {
+            if let Some(direct) = &file.direct {
+                direct.trim(file.file.as_mut())?;
+            }
+            let file = &file.file;
+            file.sync()?;
+            let name = file
+                .path()
+                .file_name()
+                .and_then(|n| n.to_str())
+                .expect("we named it")
+                .to_owned();
+            written.push((self.index as u32, name, file.size()?));
+        }
+        Ok(written)
+    }
+
     fn create_files(&self, table: u32) -> Result<Vec<CkptFile>, StorageError> {
+        self.create_files_numbered(table, 0..self.m)
+    }
+
+    fn create_files_numbered(
+        &self,
+        table: u32,
+        numbers: std::ops::Range<usize>,
+    ) -> Result<Vec<CkptFile>, StorageError> {
         let options = self.inner.options();
-        (0..self.m)
+        numbers
             .map(|j| {
                 let path: PathBuf = self.dir.join(ckpt_file_name(self.id, table, j));
                 let file = create_fresh(self.inner, &path)?;

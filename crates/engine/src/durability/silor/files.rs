@@ -15,6 +15,8 @@ pub(crate) const OLD_DATA_PREFIX: &str = "old_data.";
 pub(crate) const PEPOCH: &str = "pepoch";
 /// The table catalog (directory 0 only).
 pub(crate) const CATALOG: &str = "catalog";
+/// Marks a database of the `cpr` mode (directory 0 only).
+pub(crate) const CPR_MARKER: &str = "cpr";
 /// Held locked (flock) by the process that has the database open.
 pub(crate) const LOCK: &str = "LOCK";
 /// Each directory's identity: its index among the database's directories.

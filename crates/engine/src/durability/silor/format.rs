@@ -48,6 +48,8 @@ pub(crate) const CKPT_MAGIC: u32 = u32::from_le_bytes(*b"eCKP");
 pub(crate) const META_MAGIC: u32 = u32::from_le_bytes(*b"eMET");
 /// Magic of a directory's identity file: "eDIR".
 pub(crate) const DIR_MAGIC: u32 = u32::from_le_bytes(*b"eDIR");
+/// Magic of the `cpr` marker file: "eCPR".
+pub(crate) const CPR_MAGIC: u32 = u32::from_le_bytes(*b"eCPR");
 
 /// Block kind of a log buffer.
 pub(crate) const KIND_LOG: u16 = 1;
@@ -65,6 +67,8 @@ pub(crate) const KIND_CKPT: u16 = 1;
 pub(crate) const KIND_META: u16 = 1;
 /// Block kind of a directory identity.
 pub(crate) const KIND_DIR: u16 = 1;
+/// Block kind of the `cpr` marker.
+pub(crate) const KIND_CPR: u16 = 1;
 
 /// Value length that marks a tombstone (a delete).
 pub(crate) const TOMBSTONE: u32 = u32::MAX;
@@ -383,6 +387,12 @@ impl PepochRecord {
 
 // ------------------------------------------------------------ directories
 
+/// The `cpr` marker: the directory holds a database of the `cpr` mode
+/// (checkpoints only, no log), which the log-based modes must not open.
+pub(crate) fn encode_cpr_marker() -> Vec<u8> {
+    frame(CPR_MAGIC, KIND_CPR, b"cpr")
+}
+
 /// A directory's identity: its place among the database's directories.
 pub(crate) fn encode_dir_identity(index: u32, count: u32) -> Vec<u8> {
     let mut payload = Vec::with_capacity(8);
@@ -502,6 +512,10 @@ pub(crate) struct CheckpointMeta {
     pub(crate) tables: Vec<(u32, String)>,
     /// Every data file: directory index, name within `ckpt.<id>`, length.
     pub(crate) files: Vec<(u32, String, u64)>,
+    /// `cpr` mode: session id → serial number of its last transaction in
+    /// the checkpoint (its CPR point). Empty in the other modes, and then
+    /// not encoded (a trailing section, so older metadata still parses).
+    pub(crate) sessions: Vec<(u64, u64)>,
 }
 
 impl CheckpointMeta {
@@ -522,6 +536,13 @@ impl CheckpointMeta {
             put_u32(&mut payload, *dir);
             put_str(&mut payload, name);
             put_u64(&mut payload, *bytes);
+        }
+        if !self.sessions.is_empty() {
+            put_u32(&mut payload, self.sessions.len() as u32);
+            for (session, serial) in &self.sessions {
+                put_u64(&mut payload, *session);
+                put_u64(&mut payload, *serial);
+            }
         }
         frame(META_MAGIC, KIND_META, &payload)
     }
@@ -546,6 +567,17 @@ impl CheckpointMeta {
             let name = reader.string("meta file name")?;
             files.push((dir, name, reader.u64("meta file bytes")?));
         }
+        let mut sessions = Vec::new();
+        if !reader.is_empty() {
+            let count = reader.u32("meta session count")?;
+            if count == 0 {
+                return Err(Malformed("empty session section in checkpoint metadata"));
+            }
+            for _ in 0..count {
+                let session = reader.u64("meta session id")?;
+                sessions.push((session, reader.u64("meta session serial")?));
+            }
+        }
         if !reader.is_empty() {
             return Err(Malformed("trailing bytes after checkpoint metadata"));
         }
@@ -556,6 +588,7 @@ impl CheckpointMeta {
             dirs,
             tables,
             files,
+            sessions,
         })
     }
 }
@@ -644,10 +677,22 @@ mod tests {
             dirs: 2,
             tables: vec![(0, "a".into()), (1, "bb".into())],
             files: vec![(0, "t0.0.0".into(), 100), (1, "t1.1.0".into(), 5)],
+            sessions: Vec::new(),
         };
         let bytes = meta.encode();
         let (block, _) = decode_block(&bytes, 0, META_MAGIC).unwrap().unwrap();
         assert_eq!(CheckpointMeta::parse(block.payload).unwrap(), meta);
+        // With the cpr mode's session section.
+        let meta = CheckpointMeta {
+            sessions: vec![(0, 17), (3, 0), (u64::MAX, u64::MAX)],
+            ..meta
+        };
+        let bytes = meta.encode();
+        let (block, _) = decode_block(&bytes, 0, META_MAGIC).unwrap().unwrap();
+        assert_eq!(CheckpointMeta::parse(block.payload).unwrap(), meta);
+        // A truncated session section is malformed, not ignored.
+        let cut = &block.payload[..block.payload.len() - 4];
+        assert!(CheckpointMeta::parse(cut).is_err());
     }
 
     type OwnedWrite = (u32, Vec<u8>, Option<Vec<u8>>);

@@ -994,6 +994,9 @@ impl Decoder {
         for (dir, name, bytes) in &meta.files {
             write!(text, "\n{:>12}file dir {dir} {name} ({bytes} bytes)", "")?;
         }
+        for (session, serial) in &meta.sessions {
+            write!(text, "\n{:>12}session {session} CPR point {serial}", "")?;
+        }
         self.meta = Some(meta);
         Ok(())
     }
@@ -1482,12 +1485,14 @@ mod tests {
             dirs: 1,
             tables: vec![(0, "t".into())],
             files: vec![(0, "ckpt.3.t0.0".into(), 100)],
+            sessions: vec![(1, 42)],
         };
         let bytes = meta.encode();
         let (summary, out) = inspect("checkpoint", &bytes, false);
         assert_eq!(summary.detail, "checkpoint 3, e_l 10, e_h 12, 1 file");
         assert!(out.contains("checkpoint 3: e_l 10, e_h 12, 1 dir, 1 table, 1 file"));
         assert!(out.contains("table 0 \"t\""), "{out}");
+        assert!(out.contains("session 1 CPR point 42"), "{out}");
         assert!(out.contains("file dir 0 ckpt.3.t0.0 (100 bytes)"), "{out}");
         let mut twice = bytes.clone();
         twice.extend(&bytes);

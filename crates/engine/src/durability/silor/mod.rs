@@ -38,11 +38,12 @@ use crate::table::TableId;
 use crate::ticket::Watermark;
 
 use checkpoint::CheckpointManager;
-use files::CATALOG;
+pub(crate) use files::CATALOG;
 use format::encode_catalog_table;
 use logger::{run_logger, Logger, LoggerShared, PepochWriter};
 pub(crate) use recovery::{
-    create_dir_durably, load_checkpoint, lock_dirs, read_meta, recover, remove_strays, Recovered,
+    create_dir_durably, load_checkpoint, lock_dirs, read_meta, recover, remove_strays, Layout,
+    Recovered,
 };
 use worker_log::SilorWorkerLog;
 

@@ -20,14 +20,14 @@ use parking_lot::Mutex;
 
 use super::files::{
     free_old_data_name, parse_ckpt_file_name, parse_log_name, replace_atomically, LogName, CATALOG,
-    CHECKPOINT_META, DIRECTORY, LOCK, PEPOCH, TMP_SUFFIX,
+    CHECKPOINT_META, CPR_MARKER, DIRECTORY, LOCK, PEPOCH, TMP_SUFFIX,
 };
 use super::format::{
-    encode_catalog_header, encode_dir_identity, parse_catalog_table, parse_ckpt_block,
-    parse_dir_identity, parse_log_block, parse_log_header, versioned_blocks, BlockError,
-    CheckpointMeta, PepochRecord, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, DIR_MAGIC, FORMAT_VERSION,
-    KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG, KIND_LOG_HEADER, LOG_MAGIC, META_MAGIC,
-    PEPOCH_MAGIC,
+    encode_catalog_header, encode_cpr_marker, encode_dir_identity, parse_catalog_table,
+    parse_ckpt_block, parse_dir_identity, parse_log_block, parse_log_header, versioned_blocks,
+    BlockError, CheckpointMeta, PepochRecord, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, CPR_MAGIC,
+    DIR_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG, KIND_LOG_HEADER,
+    LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
 };
 use super::reader::{read_rest, scan_blocks, ScanEnd};
 use crate::config::PointIndexes;
@@ -69,6 +69,10 @@ pub struct RecoveryReport {
     pub torn_tail_bytes: u64,
     /// Records in the recovered database.
     pub records: u64,
+    /// `cpr` mode: each session's CPR point in the installed checkpoint,
+    /// `(session id, serial number of its last transaction there)`, by
+    /// session id. Empty in the other modes.
+    pub sessions: Vec<(u64, u64)>,
 }
 
 impl RecoveryReport {
@@ -162,11 +166,21 @@ fn block_error(path: &Path, error: BlockError) -> DurabilityError {
     }
 }
 
+/// Which files a database keeps: logs and `pepoch` (`log`, `silor`), or
+/// checkpoints alone (`cpr`, marked by its `cpr` file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    Logged,
+    CheckpointsOnly,
+}
+
 /// Recovers the database stored in `dirs` (creating them if new), into
 /// tables with a point index when `point_index` (`Config::point_index`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn recover(
     storage: &dyn Storage,
     dirs: &[PathBuf],
+    layout: Layout,
     threads: usize,
     lock_real_dirs: bool,
     point_index: &PointIndexes,
@@ -192,9 +206,14 @@ pub(crate) fn recover(
         )));
     }
     check_identities(storage, dirs)?;
+    check_layout(storage, dir0, layout)?;
     let names = read_catalog(storage, dir0)?;
     let meta = read_meta(storage, dir0)?;
-    let pepoch = read_pepoch(storage, dir0)?;
+    let mut pepoch = read_pepoch(storage, dir0)?;
+    if layout == Layout::CheckpointsOnly {
+        // No log: the installed checkpoint is the durable state.
+        pepoch.e_p = meta.as_ref().map_or(0, |m| m.e_h);
+    }
     let e_p = pepoch.e_p;
     if !pepoch.logs.is_empty() && pepoch.logs.len() != dirs.len() {
         // Replaying with a directory missing would silently lose its log.
@@ -233,6 +252,10 @@ pub(crate) fn recover(
     let mut report = RecoveryReport {
         persistent_epoch: e_p,
         checkpoint_epochs: meta.as_ref().map(|m| (m.e_l, m.e_h)),
+        sessions: meta
+            .as_ref()
+            .map(|m| m.sessions.clone())
+            .unwrap_or_default(),
         ..RecoveryReport::default()
     };
     let manager = EpochManager::new(threads.max(1) * dirs.len() + 2);
@@ -293,6 +316,44 @@ pub(crate) fn recover(
         report,
         locks,
     })
+}
+
+/// Refuses a directory written by a mode of the other layout; marks a new
+/// `cpr` database (before its catalog exists, so a database is never
+/// without its mark).
+fn check_layout(storage: &dyn Storage, dir0: &Path, layout: Layout) -> Result<(), DurabilityError> {
+    let marker = dir0.join(CPR_MARKER);
+    let is_cpr = storage.exists(&marker).map_err(io)?;
+    let is_new = !storage.exists(&dir0.join(CATALOG)).map_err(io)?;
+    match layout {
+        Layout::Logged if is_cpr => Err(DurabilityError::Incompatible(format!(
+            "{} holds a database written by the cpr mode; open it with --durability cpr",
+            dir0.display()
+        ))),
+        Layout::CheckpointsOnly if is_new => {
+            replace_atomically(storage, &marker, &encode_cpr_marker()).map_err(io)
+        }
+        Layout::CheckpointsOnly if !is_cpr => Err(DurabilityError::Incompatible(format!(
+            "{} holds a database written by the log or silor mode; open it with that mode",
+            dir0.display()
+        ))),
+        Layout::CheckpointsOnly => {
+            let data = storage.read(&marker).map_err(io)?;
+            match decode_block(&data, 0, CPR_MAGIC) {
+                Ok(Some((block, _))) if block.version == FORMAT_VERSION => Ok(()),
+                Ok(Some((block, _))) => Err(block_error(
+                    &marker,
+                    BlockError::Version {
+                        offset: 0,
+                        found: block.version,
+                    },
+                )),
+                Ok(None) => Err(corrupt(&marker, "empty cpr marker")),
+                Err(error) => Err(corrupt(&marker, error)),
+            }
+        }
+        Layout::Logged => Ok(()),
+    }
 }
 
 /// Checks (or, in a new directory, writes) each directory's identity, so

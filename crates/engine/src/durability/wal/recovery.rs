@@ -67,6 +67,15 @@ pub(crate) fn recover(
     } else {
         Vec::new()
     };
+    if storage
+        .exists(&dir.join("cpr"))
+        .map_err(|e| DurabilityError::from_storage(&e))?
+    {
+        return Err(DurabilityError::Incompatible(format!(
+            "{} holds a database written by the cpr mode; open it with --durability cpr",
+            dir.display()
+        )));
+    }
     for name in SILOR_FILES {
         if storage
             .exists(&dir.join(name))
