@@ -32,7 +32,7 @@ pub(crate) struct CrashtestArgs {
     /// store with CPR checkpoints).
     #[arg(long, default_value = "engine", value_parser = ["engine", "hybridlog"])]
     pub(crate) store: String,
-    /// Durability mode under test (log, silor or wal; engine only;
+    /// Durability mode under test (log, silor, wal or cpr; engine only;
     /// default silor).
     #[arg(long)]
     durability: Option<DurabilityKind>,
@@ -135,7 +135,7 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
     let durability = args.durability.unwrap_or(DurabilityKind::Silor);
     if !durability.is_durable() {
         return Err(format!(
-            "--durability {durability}: crash tests need a durable mode (log, silor or wal)"
+            "--durability {durability}: crash tests need a durable mode (log, silor, wal or cpr)"
         ));
     }
     let scratch;
@@ -198,7 +198,7 @@ pub(crate) fn run(args: CrashtestArgs) -> Result<(), String> {
             eprintln!("  violation: {violation}");
         }
     }
-    if durability == DurabilityKind::Silor {
+    if matches!(durability, DurabilityKind::Silor | DurabilityKind::Cpr) {
         eprintln!(
             "{killed_mid_checkpoint} of {} kills landed while a checkpoint was being written or cleaned up",
             args.iterations

@@ -27,7 +27,7 @@ pub(crate) struct RecoverArgs {
     /// Recovery threads in all (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
-    /// The mode to open the database with: log, silor or wal.
+    /// The mode to open the database with: log, silor, wal or cpr.
     #[arg(long, default_value = "silor")]
     durability: DurabilityKind,
     /// Write the report as JSON here.
@@ -69,7 +69,7 @@ struct RecoverJson {
 pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
     if !args.durability.is_durable() {
         return Err(format!(
-            "--durability: {} keeps nothing to recover; use log, silor or wal",
+            "--durability: {} keeps nothing to recover; use log, silor, wal or cpr",
             args.durability
         ));
     }

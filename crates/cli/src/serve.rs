@@ -22,7 +22,7 @@ pub(crate) struct ServeArgs {
     /// Addresses to listen on, separated by spaces [default: 127.0.0.1].
     #[arg(long)]
     bind: Option<String>,
-    /// Durability mode: none, log, silor or wal [default: silor].
+    /// Durability mode: none, log, silor, wal or cpr [default: silor].
     #[arg(long)]
     durability: Option<String>,
     /// When writes are answered: durable (after the commit is durable) or

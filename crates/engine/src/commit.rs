@@ -75,6 +75,20 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
         }
     }
 
+    // A new record for a key whose old record may have been deleted and
+    // unlinked must be ordered after that delete: the table's insert floor.
+    // Read before the epoch, not after: a delete of some other key that
+    // commits in a later epoch while we serialize raises the floor too,
+    // and a TID above it would be in an epoch we never read. A delete we
+    // must follow raised the floor before it unlinked the key we found
+    // missing, so this read sees it.
+    let mut insert_floor = Tid::ZERO;
+    for entry in &state.writes.entries {
+        if entry.inserted {
+            insert_floor = insert_floor.max(ctx.tables[entry.table.0 as usize].insert_floor());
+        }
+    }
+
     // Serialization point: the epoch is read after every lock is held.
     ctx.log.begin_commit();
     fence(Ordering::SeqCst);
@@ -86,17 +100,12 @@ pub(crate) fn commit(ctx: &mut CommitContext<'_>, state: &mut TxState) -> Result
         return Err(Abort::Conflict);
     }
 
-    let mut max_seen = *ctx.last_tid;
+    let mut max_seen = (*ctx.last_tid).max(insert_floor);
     for read in &state.reads {
         max_seen = max_seen.max(tid_of(read.word));
     }
     for entry in &state.writes.entries {
         max_seen = max_seen.max(tid_of(entry.record.get().word()));
-        if entry.inserted {
-            // A new record for a key whose old record may have been deleted
-            // and unlinked: order after that delete.
-            max_seen = max_seen.max(ctx.tables[entry.table.0 as usize].insert_floor());
-        }
     }
     let Some(tid) = commit_tid(max_seen, *ctx.last_tid, epoch) else {
         // This epoch's sequence space is used up; retry in the next one.

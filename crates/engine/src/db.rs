@@ -246,13 +246,11 @@ impl Database {
     }
 
     /// Takes a checkpoint now and waits until it is installed (`silor`,
-    /// `wal`).
+    /// `wal`, `cpr`).
     ///
-    /// In `silor` a checkpoint starts only once every worker has left the
-    /// epochs before it, so a [`Worker`] that sits idle without
-    /// [`Worker::quiesce`] holds it back until its next transaction: call
-    /// `quiesce` on the calling thread's own worker first, or this waits
-    /// forever.
+    /// In `silor` and `cpr` a checkpoint starts once every transaction that
+    /// began before it has finished; workers idle between transactions
+    /// (the calling thread's own included) do not hold it back.
     pub fn checkpoint(&self) -> Result<(), DurabilityError> {
         self.shared.durability.checkpoint()
     }
@@ -336,7 +334,11 @@ impl Database {
     /// Registers a worker for the calling thread. Transactions run on
     /// workers; keep one per thread and reuse it. A worker that will sit
     /// idle for long should [`Worker::quiesce`]: until then it holds back
-    /// checkpoints and memory reclamation.
+    /// memory reclamation (not checkpoints). In the `cpr` mode the worker
+    /// is a session numbered by registration order (the first worker
+    /// registered since the database opened is session 0, and so on); its
+    /// transactions number on from the session's recovered CPR point
+    /// ([`crate::durability::RecoveryReport::sessions`]).
     pub fn worker(&self) -> Result<Worker, OpenError> {
         Worker::new(self.shared.clone())
     }

@@ -133,6 +133,7 @@ impl Worker {
             match result {
                 Ok(done) => {
                     self.state.clear();
+                    self.handle.leave_operation();
                     self.stats.commits += 1;
                     return Ok(done);
                 }
@@ -141,12 +142,14 @@ impl Worker {
                     self.state.clear();
                     match abort {
                         Abort::User => {
+                            self.handle.leave_operation();
                             self.stats.user_aborts += 1;
                             return Err(TxError::UserAbort);
                         }
                         Abort::Conflict => {
                             self.stats.conflicts += 1;
                             if attempt >= max_attempts {
+                                self.handle.leave_operation();
                                 return Err(TxError::TooManyConflicts { attempts: attempt });
                             }
                             if attempt > 2 {
@@ -160,11 +163,16 @@ impl Worker {
     }
 
     /// Prepares for a transaction: refreshes the epoch (telling the
-    /// durability mode about a new one) and the table list.
+    /// durability mode about a new one) and the table list, and enters an
+    /// epoch operation: checkpoints wait for transactions that began in
+    /// epochs they must see finished, but not for a worker idle between
+    /// transactions (`EpochManager::oldest_operation`; the commit's fence
+    /// before it reads the epoch is the one that makes this sound).
     #[inline]
     fn begin(&mut self) {
         let previous = self.handle.local();
         let epoch = self.handle.refresh();
+        self.handle.enter_operation();
         if epoch != previous || self.quiesced {
             self.quiesced = false;
             self.log.on_epoch(epoch);

@@ -30,6 +30,9 @@ pub(crate) struct Shared {
     pub(crate) safe: CachePadded<AtomicU64>,
     /// Local epochs, one per registered thread; 0 when unprotected.
     pub(crate) slots: Box<[CachePadded<AtomicU64>]>,
+    /// Per slot: the local epoch its thread's current operation began in,
+    /// 0 between operations ([`crate::EpochHandle::enter_operation`]).
+    pub(crate) operations: Box<[CachePadded<AtomicU64>]>,
     /// Whether a slot is taken by a live handle.
     pub(crate) taken: Box<[AtomicBool]>,
     /// One past the highest slot ever taken; scans stop here.
@@ -50,6 +53,9 @@ impl Shared {
             current: CachePadded::new(AtomicU64::new(first_epoch)),
             safe: CachePadded::new(AtomicU64::new(first_epoch - 1)),
             slots: (0..max_threads)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            operations: (0..max_threads)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             taken: (0..max_threads).map(|_| AtomicBool::new(false)).collect(),
@@ -76,6 +82,7 @@ impl Shared {
 
     pub(crate) fn release_slot(&self, index: usize) {
         self.slots[index].store(0, Ordering::SeqCst);
+        self.operations[index].store(0, Ordering::Release);
         self.taken[index].store(false, Ordering::Release);
     }
 

@@ -139,6 +139,29 @@ impl EpochManager {
         })
     }
 
+    /// The epoch the oldest operation still running began in
+    /// ([`EpochHandle::enter_operation`]), or `E` when none is running.
+    ///
+    /// Unlike the safe epoch, a thread between operations holds nothing
+    /// back here, even while it stays protected (the engine's workers stay
+    /// protected between transactions so the next one starts without a
+    /// fence). Once this is at least `t`, where `t` ≤ `E` was reached
+    /// before the call, every operation that began below `t` has left
+    /// (what it wrote before leaving is visible), and every operation that
+    /// reads `E` after a sequentially consistent fence reads at least `t`
+    /// (the fence pairs with this one: either the operation's entry is
+    /// seen here, or its read of `E` sees `t`).
+    pub fn oldest_operation(&self) -> u64 {
+        fence(Ordering::SeqCst);
+        let high = self.shared.high_water.load(Ordering::Acquire);
+        let oldest = self.shared.operations[..high]
+            .iter()
+            .map(|slot| slot.load(Ordering::Acquire))
+            .filter(|&epoch| epoch != 0)
+            .min();
+        oldest.unwrap_or_else(|| self.shared.current.load(Ordering::SeqCst))
+    }
+
     /// The smallest local epoch among protected threads, or `None`.
     pub fn min_protected(&self) -> Option<u64> {
         fence(Ordering::SeqCst);
@@ -226,11 +249,30 @@ impl EpochHandle {
         epoch
     }
 
+    /// Starts an operation at the current local epoch (the thread must be
+    /// protected): [`EpochManager::oldest_operation`] counts it until
+    /// [`Self::leave_operation`]. A relaxed store to the thread's own
+    /// slot; an operation whose decisions depend on `E` must read it after
+    /// a sequentially consistent fence (see `oldest_operation`).
+    #[inline]
+    pub fn enter_operation(&mut self) {
+        debug_assert!(self.local != 0, "an operation needs a protected handle");
+        self.shared.operations[self.slot].store(self.local, Ordering::Relaxed);
+    }
+
+    /// Ends the operation [`Self::enter_operation`] started; what it wrote
+    /// before is visible to whoever sees it gone.
+    #[inline]
+    pub fn leave_operation(&mut self) {
+        self.shared.operations[self.slot].store(0, Ordering::Release);
+    }
+
     /// Release: leaves the epoch table, so an idle thread holds nothing back.
     pub fn unprotect(&mut self) {
         if self.local != 0 {
             self.local = 0;
             self.shared.slots[self.slot].store(0, Ordering::SeqCst);
+            self.shared.operations[self.slot].store(0, Ordering::Release);
         }
     }
 

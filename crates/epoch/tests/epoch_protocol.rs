@@ -328,3 +328,34 @@ fn ticker_runs_pending_actions_for_idle_threads() {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+#[test]
+fn oldest_operation_counts_operations_not_protected_threads() {
+    let manager = EpochManager::new(4);
+    let mut busy = manager.register().unwrap();
+    let mut idle = manager.register().unwrap();
+    // Nothing running: the current epoch.
+    assert_eq!(manager.oldest_operation(), manager.current());
+    let started = busy.protect();
+    busy.enter_operation();
+    idle.protect(); // protected, but between operations
+    manager.bump();
+    manager.bump();
+    assert_eq!(manager.oldest_operation(), started);
+    // The idle thread holds back the safe epoch, not operations.
+    assert!(manager.compute_safe() < started);
+    busy.leave_operation();
+    assert_eq!(manager.oldest_operation(), manager.current());
+    // A new operation counts from the epoch it refreshed to.
+    let now = busy.refresh();
+    busy.enter_operation();
+    assert_eq!(manager.oldest_operation(), now);
+    // Unprotecting, or dropping the handle, ends it.
+    busy.unprotect();
+    assert_eq!(manager.oldest_operation(), manager.current());
+    busy.protect();
+    busy.enter_operation();
+    drop(busy);
+    assert_eq!(manager.oldest_operation(), manager.current());
+    drop(idle);
+}

@@ -12,6 +12,10 @@
 //! * `retired_object_outlives_protected_reader`: an object unlinked from an
 //!   `AtomicPtr` and handed to `retire_box` is not freed while a reader that
 //!   may have loaded it is still protected.
+//! * `an_operation_below_the_bump_is_waited_for`: after a bump to `t`, a
+//!   waiter that finds `oldest_operation() ≥ t` sees everything an
+//!   operation that read an epoch below `t` (after a SeqCst fence) wrote
+//!   before leaving; an operation it did not wait for read `t` or later.
 //!
 //! Run (not part of CI; a few seconds each in release mode):
 //!
@@ -241,5 +245,38 @@ fn protect_racing_a_bump_stays_above_safe() {
         bumping.join().unwrap();
         let safe = epochs.safe();
         assert!(safe < local, "protected in {local} but safe is {safe}");
+    });
+}
+
+#[test]
+fn an_operation_below_the_bump_is_waited_for() {
+    check("an_operation_below_the_bump_is_waited_for", || {
+        let manager = EpochManager::new(2);
+        let installed = Arc::new(AtomicUsize::new(0));
+        let worker = {
+            let (manager, installed) = (manager.clone(), installed.clone());
+            loom::thread::spawn(move || {
+                let mut handle = manager.register().unwrap();
+                handle.protect();
+                handle.enter_operation();
+                // The engine's commit: a SeqCst fence, then read E.
+                loom::sync::atomic::fence(SeqCst);
+                let epoch = manager.current();
+                installed.store(1, Relaxed); // the commit's writes
+                handle.leave_operation();
+                epoch
+            })
+        };
+        let t = manager.current() + 1;
+        manager.bump();
+        while manager.oldest_operation() < t {
+            loom::thread::yield_now();
+        }
+        let seen = installed.load(Relaxed);
+        let epoch = worker.join().unwrap();
+        assert!(
+            epoch >= t || seen == 1,
+            "an operation at epoch {epoch} < {t} was still writing when the waiter went on"
+        );
     });
 }

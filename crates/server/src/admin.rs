@@ -397,17 +397,19 @@ pub(crate) fn bgsave(state: &Arc<State>) -> Result<(), String> {
     Ok(())
 }
 
-/// `silor` and `wal` checkpoint (`log` replays its whole log).
+/// `silor`, `wal` and `cpr` checkpoint (`log` replays its whole log).
 fn takes_checkpoints(state: &State) -> bool {
     matches!(
         state.db.config().durability,
-        epochdb_engine::DurabilityKind::Silor | epochdb_engine::DurabilityKind::Wal
+        epochdb_engine::DurabilityKind::Silor
+            | epochdb_engine::DurabilityKind::Wal
+            | epochdb_engine::DurabilityKind::Cpr
     )
 }
 
 fn no_checkpoints(state: &State) -> String {
     format!(
-        "ERR durability mode '{}' takes no checkpoints (use --durability silor or wal)",
+        "ERR durability mode '{}' takes no checkpoints (use --durability silor, wal or cpr)",
         state.db.durability_name()
     )
 }

@@ -1,5 +1,5 @@
 //! Crash tests over the simulated disk (DESIGN.md "How we know it works"):
-//! for many seeds, run the crash workload under `log`, `silor` and `wal`, cut the
+//! for many seeds, run the crash workload under `log`, `silor`, `wal` and `cpr`, cut the
 //! power at a random moment (dropping or tearing unsynced data), or fail a
 //! write or sync with EIO/ENOSPC first, recover, and check that (a) every
 //! acknowledged commit survived and (b) the state is a durable prefix.
@@ -103,11 +103,24 @@ fn run_workload(db: &Database, acked: &Mutex<HashMap<u32, u64>>, stop: &AtomicBo
 }
 
 fn one_seed(seed: u64, mode: DurabilityKind) -> Result<(), String> {
+    if std::env::var_os("SIM_TRACE").is_some() {
+        eprintln!("seed {seed}");
+    }
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut storage = SimStorage::new(seed);
     let acked = Mutex::new(HashMap::new());
     for round in 0..2 {
         let db = open(&storage, mode)?;
+        if std::env::var_os("SIM_TRACE").is_some() {
+            let report = db.recovery_report().cloned().unwrap_or_default();
+            eprintln!(
+                "round {round}: epoch {} checkpoint {:?} e_p {} sessions {:?}",
+                db.current_epoch(),
+                report.checkpoint_epochs,
+                report.persistent_epoch,
+                report.sessions
+            );
+        }
         let report =
             check(&db, &acked.lock().unwrap()).map_err(|e| format!("round {round}: {e}"))?;
         if !report.violations.is_empty() {
@@ -179,4 +192,9 @@ fn silor_mode_survives_simulated_crashes() {
 #[test]
 fn wal_mode_survives_simulated_crashes() {
     run_mode(DurabilityKind::Wal);
+}
+
+#[test]
+fn cpr_mode_survives_simulated_crashes() {
+    run_mode(DurabilityKind::Cpr);
 }

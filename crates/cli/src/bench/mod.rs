@@ -68,7 +68,8 @@ pub(crate) struct CommonArgs {
     #[arg(long)]
     dir: Vec<PathBuf>,
     /// Seconds between the end of one checkpoint and the start of the next
-    /// (`silor`; the paper's C, §4.3).
+    /// (`silor`, `wal`, `cpr`; the paper's C, silor §4.3). In `cpr` it
+    /// bounds the latency to durability.
     #[arg(long, default_value_t = 10.0)]
     checkpoint_interval: f64,
     /// Epoch length in milliseconds.

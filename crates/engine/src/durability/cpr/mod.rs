@@ -36,8 +36,11 @@
 //!   `v + 1` commit that replaces a record still at version `v` (TID epoch
 //!   below `b`) copies the value it replaces to its session's stable
 //!   copies first, under the record's lock ([`copies`]). The phase ends
-//!   when every worker has left the epochs below `b` (the safe epoch
-//!   reaches `b − 1`): no version-`v` commit is still installing values.
+//!   when no transaction that began in an epoch below `b` is still running
+//!   (`EpochManager::oldest_operation` reaches `b`; the paper's trigger is
+//!   every thread having refreshed, but a worker idle between transactions
+//!   must not hold a checkpoint up): no version-`v` commit is still
+//!   installing values.
 //! * **WAIT_FLUSH**: the checkpointers of the `silor` mode scan every table
 //!   (silor §4: n threads, m files per table, blocks of key/TID/value),
 //!   keeping records whose TID epoch is below `b` and skipping the rest;
@@ -144,6 +147,8 @@ pub(crate) struct Inner {
     sessions: Mutex<Vec<Arc<Session>>>,
     /// CPR points of the installed checkpoint recovery loaded.
     recovered: HashMap<u64, u64>,
+    /// CPR points of the last installed checkpoint (at first, recovery's).
+    installed_points: Mutex<HashMap<u64, u64>>,
     catalog: Mutex<Option<Box<dyn StorageFile>>>,
     stop: AtomicBool,
     failed: AtomicBool,
@@ -176,6 +181,15 @@ impl Inner {
         let session = Arc::new(Session::new(id, start));
         self.sessions.lock().push(session.clone());
         session
+    }
+
+    /// Whether some session committed since the last installed checkpoint.
+    fn has_new_commits(&self) -> bool {
+        let installed = self.installed_points.lock();
+        self.sessions
+            .lock()
+            .iter()
+            .any(|s| s.serial() != installed.get(&s.id).copied().unwrap_or(0))
     }
 
     /// Every session's CPR point for boundary `b`, and their stable copies.
@@ -232,10 +246,11 @@ impl CheckpointHost for Inner {
             }
         };
         self.step(CprPhase::Prepare);
-        // Every worker has left the epochs below `b`: no version-v commit
-        // is still installing (an idle worker that did not quiesce holds
-        // this back, as it holds back `silor`'s checkpoints).
-        while self.epochs.compute_safe() + 1 < b {
+        // No transaction that began below `b` is still running, so no
+        // version-v commit is still installing; a worker idle between
+        // transactions holds nothing back (`EpochManager::oldest_operation`,
+        // whose fence pairs with the commit's before it reads the epoch).
+        while self.epochs.oldest_operation() < b {
             if stopped() {
                 return None; // `abandoned` resets the state
             }
@@ -269,6 +284,7 @@ impl CheckpointHost for Inner {
 
     /// WAIT_FLUSH → REST at `v + 1`; every commit below `b` is durable.
     fn installed(&self, meta: &CheckpointMeta) {
+        *self.installed_points.lock() = meta.sessions.iter().copied().collect();
         self.boundary.store(0, Ordering::SeqCst);
         self.step(CprPhase::WaitFlush);
         self.watermark.advance(meta.e_h);
@@ -315,6 +331,7 @@ impl CprMode {
             state: AtomicU64::new(pack(CprPhase::Rest, recovered.next_checkpoint_id)),
             sessions: Mutex::new(Vec::new()),
             recovered: recovered.report.sessions.iter().copied().collect(),
+            installed_points: Mutex::new(recovered.report.sessions.iter().copied().collect()),
             catalog: Mutex::new(Some(catalog)),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -387,13 +404,15 @@ impl DurabilityMode for CprMode {
         }
     }
 
-    /// Takes a last checkpoint, so every commit so far becomes durable,
-    /// then stops.
+    /// Takes a last checkpoint if anything was committed since the last
+    /// one, so every commit so far becomes durable, then stops. Like any
+    /// checkpoint it waits for workers that hold an epoch: drop or
+    /// quiesce them first (dropping the last database handle does).
     fn shutdown(&self) -> Result<(), DurabilityError> {
         let Some(manager) = self.checkpoints.lock().take() else {
             return self.inner.watermark.failure().map_or(Ok(()), Err);
         };
-        let last = if self.inner.failed.load(Ordering::Acquire) {
+        let last = if self.inner.failed.load(Ordering::Acquire) || !self.inner.has_new_commits() {
             Ok(())
         } else {
             manager.run_now()

@@ -42,6 +42,11 @@ impl Session {
         }
     }
 
+    /// The serial number of the session's last committed transaction.
+    pub(super) fn serial(&self) -> u64 {
+        self.serial.load(Ordering::Acquire)
+    }
+
     /// The session's first commit at or above `b` (its shift to `v + 1`)
     /// fixes its CPR point; later ones only add copies. Returns the
     /// capture to add them to.

@@ -140,7 +140,9 @@ impl CheckpointHost for Inner {
     /// is either final for epochs < `e_l` or from an epoch the log replays.
     fn begin(&self, stopped: &dyn Fn() -> bool) -> Option<CheckpointStart> {
         let e_l = self.epochs.current();
-        while self.epochs.compute_safe() + 1 < e_l {
+        // Transactions, not workers: one idle between transactions holds
+        // nothing back (`EpochManager::oldest_operation`).
+        while self.epochs.oldest_operation() < e_l {
             if stopped() {
                 return None;
             }

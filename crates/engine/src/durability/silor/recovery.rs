@@ -263,7 +263,7 @@ pub(crate) fn recover(
     if let Some(meta) = &meta {
         let loaded = Instant::now();
         // e_h bounds every TID in the checkpoint (next_epoch below).
-        load_checkpoint(
+        let newest = load_checkpoint(
             storage,
             dirs,
             meta,
@@ -271,6 +271,14 @@ pub(crate) fn recover(
             (&manager, progress, threads),
             &mut report,
         )?;
+        if newest > meta.e_h {
+            return Err(DurabilityError::Corrupt(format!(
+                "{}: checkpoint {} holds a record of epoch {newest}, past its e_h {}",
+                dir0.join(CHECKPOINT_META).display(),
+                meta.id,
+                meta.e_h
+            )));
+        }
         report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
     }
 
