@@ -78,8 +78,8 @@ use crate::db::TableList;
 use crate::durability::silor::checkpoint::{
     CheckpointHost, CheckpointManager, CheckpointStart, ScanExtras,
 };
-use crate::durability::silor::format::{encode_catalog_table, CheckpointMeta};
-use crate::durability::silor::{Recovered, SilorOptions, Stats};
+use crate::durability::silor::format::CheckpointMeta;
+use crate::durability::silor::{record_table, Recovered, SilorOptions, Stats};
 use crate::durability::{DurabilityMode, DurabilityStats, WorkerLog};
 use crate::error::{DurabilityError, OpenError};
 use crate::table::TableId;
@@ -361,17 +361,8 @@ impl DurabilityMode for CprMode {
     }
 
     fn table_created(&self, id: TableId, name: &str) -> Result<(), DurabilityError> {
-        let mut catalog = self.inner.catalog.lock();
-        let Some(file) = catalog.as_mut() else {
-            return Err(DurabilityError::Stopped("the mode has stopped".into()));
-        };
-        let result = file
-            .append(&encode_catalog_table(id.0, name))
-            .and_then(|_| file.sync());
-        result.map(|_| ()).map_err(|e| {
-            let error = DurabilityError::from_storage(&e);
-            self.inner.fail(error.clone());
-            error
+        record_table(&self.inner.catalog, id, name, |e| {
+            self.inner.fail(DurabilityError::from_storage(e))
         })
     }
 

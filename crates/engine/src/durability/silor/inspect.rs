@@ -43,14 +43,15 @@ use std::path::Path;
 use epochdb_storage::{blocks, decode_block, Block, FrameError, Storage, BLOCK_HEADER_BYTES};
 
 use super::files::{
-    parse_ckpt_file_name, parse_log_name, LogName, CATALOG, CHECKPOINT_META, DIRECTORY, PEPOCH,
-    TMP_SUFFIX,
+    parse_ckpt_file_name, parse_log_name, LogName, CATALOG, CHECKPOINT_META, CPR_MARKER, DIRECTORY,
+    PEPOCH, TMP_SUFFIX,
 };
 use super::format::{
     parse_catalog_table, parse_ckpt_block, parse_dir_identity, parse_log_block, parse_log_header,
-    CheckpointMeta, PepochRecord, Reader, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, DIR_MAGIC,
-    FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_CKPT, KIND_DIR, KIND_LOG,
-    KIND_LOG_HEADER, KIND_META, KIND_PEPOCH, LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
+    CheckpointMeta, PepochRecord, Reader, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, CPR_MAGIC,
+    DIR_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_CKPT, KIND_CPR,
+    KIND_DIR, KIND_LOG, KIND_LOG_HEADER, KIND_META, KIND_PEPOCH, LOG_MAGIC, META_MAGIC,
+    PEPOCH_MAGIC,
 };
 use crate::error::DurabilityError;
 use crate::tid::{Tid, STATUS_MASK};
@@ -74,17 +75,20 @@ pub enum FileFormat {
     CheckpointMeta,
     /// `directory`: which of the database's directories this is (`eDIR`).
     Directory,
+    /// `cpr`: marks a database of the `cpr` mode (`eCPR`).
+    CprMarker,
 }
 
 impl FileFormat {
     /// Every format, in the order inspect tries their magics.
-    pub const ALL: [FileFormat; 6] = [
+    pub const ALL: [FileFormat; 7] = [
         FileFormat::Log,
         FileFormat::Pepoch,
         FileFormat::Catalog,
         FileFormat::CheckpointData,
         FileFormat::CheckpointMeta,
         FileFormat::Directory,
+        FileFormat::CprMarker,
     ];
 
     /// A short human name ("log", "checkpoint data", …).
@@ -96,6 +100,7 @@ impl FileFormat {
             FileFormat::CheckpointData => "checkpoint data",
             FileFormat::CheckpointMeta => "checkpoint metadata",
             FileFormat::Directory => "directory identity",
+            FileFormat::CprMarker => "cpr marker",
         }
     }
 
@@ -107,6 +112,7 @@ impl FileFormat {
             FileFormat::CheckpointData => CKPT_MAGIC,
             FileFormat::CheckpointMeta => META_MAGIC,
             FileFormat::Directory => DIR_MAGIC,
+            FileFormat::CprMarker => CPR_MAGIC,
         }
     }
 
@@ -132,6 +138,7 @@ impl FileFormat {
                 CATALOG => Some(FileFormat::Catalog),
                 CHECKPOINT_META => Some(FileFormat::CheckpointMeta),
                 DIRECTORY => Some(FileFormat::Directory),
+                CPR_MARKER => Some(FileFormat::CprMarker),
                 _ => None,
             }
         }
@@ -737,6 +744,7 @@ struct Decoder {
     ckpt_tables: BTreeSet<u32>,
     meta: Option<CheckpointMeta>,
     directory: Option<(u32, u32)>,
+    cpr_marker: bool,
 }
 
 impl Decoder {
@@ -753,6 +761,7 @@ impl Decoder {
             ckpt_tables: BTreeSet::new(),
             meta: None,
             directory: None,
+            cpr_marker: false,
         }
     }
 
@@ -776,6 +785,7 @@ impl Decoder {
             FileFormat::CheckpointData => &[KIND_CKPT],
             FileFormat::CheckpointMeta => &[KIND_META],
             FileFormat::Directory => &[KIND_DIR],
+            FileFormat::CprMarker => &[KIND_CPR],
         };
         if !expected_kinds.contains(&block.kind) {
             text.push_str("unknown kind");
@@ -794,6 +804,7 @@ impl Decoder {
             FileFormat::CheckpointData => self.ckpt_block(block.payload, verbose, text),
             FileFormat::CheckpointMeta => self.meta_block(block.payload, text),
             FileFormat::Directory => self.directory_block(block.payload, text),
+            FileFormat::CprMarker => self.cpr_marker_block(block.payload, text),
         };
         match result {
             Ok(()) => Ok(()),
@@ -1012,6 +1023,20 @@ impl Decoder {
         Ok(())
     }
 
+    fn cpr_marker_block(&mut self, payload: &[u8], text: &mut String) -> Result<(), Problem> {
+        if self.cpr_marker || payload != b"cpr" {
+            text.push_str("cpr marker");
+            return Err(Problem::Payload(if self.cpr_marker {
+                "a second cpr marker block".into()
+            } else {
+                format!("cpr marker payload {payload:?}, not \"cpr\"")
+            }));
+        }
+        text.push_str("a database of the cpr mode");
+        self.cpr_marker = true;
+        Ok(())
+    }
+
     /// Damage a file has by what it lacks: a catalog without its header, a
     /// metadata file without its block (recovery refuses both).
     fn missing(&self) -> Option<Damage> {
@@ -1019,6 +1044,7 @@ impl Decoder {
             FileFormat::Catalog if self.catalog_header.is_none() => "no catalog header",
             FileFormat::CheckpointMeta if self.meta.is_none() => "no checkpoint metadata block",
             FileFormat::Directory if self.directory.is_none() => "no directory identity block",
+            FileFormat::CprMarker if !self.cpr_marker => "no cpr marker block",
             _ => return None,
         };
         Some(Damage::Corrupt {
@@ -1072,6 +1098,8 @@ impl Decoder {
                 Some((index, count)) => format!("directory {index} of {count}"),
                 None => "empty".into(),
             },
+            FileFormat::CprMarker if self.cpr_marker => "cpr mode".into(),
+            FileFormat::CprMarker => "empty".into(),
         };
         (detail, self.entries, self.meta)
     }
@@ -1187,6 +1215,22 @@ mod tests {
         let mut out = String::new();
         let summary = inspect_file(&disk, &Path::new("/db").join(name), verbose, &mut out).unwrap();
         (summary, out)
+    }
+
+    #[test]
+    fn the_cpr_marker_is_recognised_and_checked() {
+        let marker = super::super::format::encode_cpr_marker();
+        let (summary, out) = inspect("cpr", &marker, false);
+        assert_eq!(summary.format, FileFormat::CprMarker);
+        assert_eq!(summary.detail, "cpr mode", "{out}");
+        assert!(summary.damage.is_none(), "{out}");
+        let mut bad = Vec::new();
+        encode_block(&mut bad, CPR_MAGIC, FORMAT_VERSION, KIND_CPR, b"xyz");
+        let (summary, out) = inspect("cpr", &bad, false);
+        assert!(
+            matches!(summary.damage, Some(Damage::Corrupt { .. })),
+            "{out}"
+        );
     }
 
     #[test]

@@ -289,6 +289,29 @@ impl Inner {
     }
 }
 
+/// Makes the creation of table `id` called `name` durable in the catalog
+/// before the table can be written, so every logged or checkpointed table
+/// id resolves at recovery (`log`, `silor`, `cpr`). `fail` is told of an
+/// I/O error (fail-stop) before it is returned.
+pub(crate) fn record_table(
+    catalog: &Mutex<Option<Box<dyn epochdb_storage::StorageFile>>>,
+    id: TableId,
+    name: &str,
+    fail: impl FnOnce(&StorageError),
+) -> Result<(), DurabilityError> {
+    let mut catalog = catalog.lock();
+    let Some(file) = catalog.as_mut() else {
+        return Err(DurabilityError::Stopped("the mode has stopped".into()));
+    };
+    let result = file
+        .append(&encode_catalog_table(id.0, name))
+        .and_then(|_| file.sync());
+    result.map(|_| ()).map_err(|e| {
+        fail(&e);
+        DurabilityError::from_storage(&e)
+    })
+}
+
 /// The `log` or `silor` mode, running.
 pub(crate) struct SiloR {
     name: &'static str,
@@ -376,19 +399,7 @@ impl DurabilityMode for SiloR {
     }
 
     fn table_created(&self, id: TableId, name: &str) -> Result<(), DurabilityError> {
-        // The catalog entry is durable before the table can be written, so
-        // every logged table id resolves at recovery.
-        let mut catalog = self.inner.catalog.lock();
-        let Some(file) = catalog.as_mut() else {
-            return Err(DurabilityError::Stopped("the mode has stopped".into()));
-        };
-        let result = file
-            .append(&encode_catalog_table(id.0, name))
-            .and_then(|_| file.sync());
-        result.map(|_| ()).map_err(|e| {
-            self.inner.fail(&e);
-            DurabilityError::from_storage(&e)
-        })
+        record_table(&self.inner.catalog, id, name, |e| self.inner.fail(e))
     }
 
     fn persistent_epoch(&self) -> Option<u64> {
