@@ -141,11 +141,13 @@ fn durable_modes_compare_and_report_their_writes() {
 
 #[test]
 fn bad_flags_are_named() {
-    let result = epochdb(&["bench", "ycsb", "--durability", "cpr"]);
+    let result = epochdb(&["bench", "ycsb", "--durability", "cprx"]);
     assert!(!result.status.success());
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(
-        stderr.contains("--durability") && stderr.contains("not implemented yet"),
+        stderr.contains("--durability")
+            && stderr.contains("unknown durability mode")
+            && stderr.contains("cpr"),
         "{stderr}"
     );
 
