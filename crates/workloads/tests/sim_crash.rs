@@ -6,6 +6,9 @@
 //!
 //! CI runs `SIM_SEEDS_DEFAULT` seeds per mode; the long run is
 //! `EPOCHDB_SIM_SEEDS=10000 cargo test --release -p epochdb-workloads --test sim_crash`.
+//! Debug builds check more (`debug_assert`s in the engine); with
+//! `SIM_TRACE=1` (and `-- --nocapture`) each seed and round is printed, to
+//! find the seed behind a panic.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -103,7 +106,8 @@ fn run_workload(db: &Database, acked: &Mutex<HashMap<u32, u64>>, stop: &AtomicBo
 }
 
 fn one_seed(seed: u64, mode: DurabilityKind) -> Result<(), String> {
-    if std::env::var_os("SIM_TRACE").is_some() {
+    let trace = std::env::var_os("SIM_TRACE").is_some();
+    if trace {
         eprintln!("seed {seed}");
     }
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -111,7 +115,7 @@ fn one_seed(seed: u64, mode: DurabilityKind) -> Result<(), String> {
     let acked = Mutex::new(HashMap::new());
     for round in 0..2 {
         let db = open(&storage, mode)?;
-        if std::env::var_os("SIM_TRACE").is_some() {
+        if trace {
             let report = db.recovery_report().cloned().unwrap_or_default();
             eprintln!(
                 "round {round}: epoch {} checkpoint {:?} e_p {} sessions {:?}",
