@@ -53,7 +53,10 @@ const SNAP_MAGIC: u32 = 0x4e53_4c48;
 pub(crate) const FORMAT_VERSION: u16 = 1;
 /// Format version of metadata that names a checkpoint kind and a snapshot
 /// map.
-const META_VERSION: u16 = 2;
+const META_VERSION_SNAPSHOTS: u16 = 2;
+/// Format version of metadata whose log has checksums (`log.sums`); the
+/// payload is laid out as in version 2.
+const META_VERSION: u16 = 3;
 const KIND_META: u16 = 1;
 const KIND_SNAP_HEADER: u16 = 4;
 const KIND_SNAP_PIECE: u16 = 5;
@@ -170,6 +173,9 @@ pub(crate) struct Metadata {
     pub(crate) snapshot: Option<SnapshotMap>,
     /// log2 of the log's segment size (0: the log is one file, `log.dat`).
     pub(crate) segment_bits: u32,
+    /// `log.sums` holds a checksum for every log byte the checkpoint needs
+    /// (metadata version 3); older stores' logs have none.
+    pub(crate) log_sums: bool,
 }
 
 pub(crate) fn meta_name(version: u32) -> String {
@@ -226,7 +232,12 @@ impl Metadata {
             put(piece.offset);
         }
         let mut out = Vec::new();
-        encode_block(&mut out, META_MAGIC, META_VERSION, KIND_META, &payload);
+        let version = if self.log_sums {
+            META_VERSION
+        } else {
+            META_VERSION_SNAPSHOTS
+        };
+        encode_block(&mut out, META_MAGIC, version, KIND_META, &payload);
         out
     }
 
@@ -242,9 +253,7 @@ impl Metadata {
             Some(Err(e)) => return Err(frame_error(path, e)),
             None => return Err(corrupt(0, "empty metadata file".into())),
         };
-        if block.kind != KIND_META
-            || !(block.version == FORMAT_VERSION || block.version == META_VERSION)
-        {
+        if block.kind != KIND_META || !(FORMAT_VERSION..=META_VERSION).contains(&block.version) {
             return Err(corrupt(
                 0,
                 format!("kind {} version {}", block.kind, block.version),
@@ -321,6 +330,7 @@ impl Metadata {
             kind,
             snapshot,
             segment_bits,
+            log_sums: block.version >= META_VERSION,
         };
         // Begin may pass l_h: the log was truncated after the index
         // checkpoint (recovery replays from the higher of the two).
@@ -1053,6 +1063,7 @@ mod tests {
                         kind,
                         snapshot: kind.is_snapshot().then_some(SnapshotMap { start, pieces }),
                         segment_bits,
+                        log_sums: true,
                     }
                 },
             )
@@ -1093,7 +1104,7 @@ mod tests {
         ) {
             let mut payload: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             payload.truncate(payload.len().saturating_sub(cut));
-            for version in [FORMAT_VERSION, META_VERSION] {
+            for version in [FORMAT_VERSION, META_VERSION_SNAPSHOTS, META_VERSION] {
                 let mut out = Vec::new();
                 encode_block(&mut out, META_MAGIC, version, KIND_META, &payload);
                 if let Ok(meta) = Metadata::decode(Path::new("m"), &out) {
@@ -1118,6 +1129,7 @@ mod tests {
             sessions: vec![(1, 100), (2, 7)],
             kind: CheckpointKind::IncrementalSnapshot,
             segment_bits: 14,
+            log_sums: true,
             snapshot: Some(SnapshotMap {
                 start: 4096,
                 pieces: vec![
@@ -1138,6 +1150,14 @@ mod tests {
         };
         let bytes = meta.encode();
         assert_eq!(Metadata::decode(Path::new("m"), &bytes).unwrap(), meta);
+        let older = Metadata {
+            log_sums: false,
+            ..meta.clone()
+        };
+        assert_eq!(
+            Metadata::decode(Path::new("m"), &older.encode()).unwrap(),
+            older
+        );
         let mut bad = bytes.clone();
         bad[30] ^= 1;
         assert!(matches!(

@@ -60,6 +60,7 @@ mod segment;
 mod session;
 mod state;
 mod store;
+mod sums;
 mod sync;
 #[cfg(test)]
 mod tests;

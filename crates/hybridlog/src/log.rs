@@ -37,12 +37,16 @@ use parking_lot::{Condvar, Mutex};
 use crate::address::{FIRST_ADDRESS, FRAMES_MIN, PAGE_BITS_MAX, PAGE_BITS_MIN};
 use crate::error::Error;
 use crate::record::RECORD_HEADER_BYTES;
+use crate::sums::{Piece, Sums};
 
 /// The most one direct flush write carries. Measured on this machine's
 /// disk (BENCHMARKS.md, "Checkpoint writes without a copy"): 2–8 MiB
 /// writes flushed fastest, 16 and 32 MiB ones 10–40% slower.
 const FLUSH_RUN_BYTES: u64 = 4 << 20;
 
+/// A flush at least this long computes its checksums on a thread of its
+/// own, beside the writes (`Log::write_and_sum`).
+const SUM_ASIDE_BYTES: u64 = 1 << 20;
 /// Direct flush writes in flight at once (threads, each writing one run):
 /// two wrote about 10% faster than one, four no faster than two.
 const FLUSH_WRITERS: usize = 2;
@@ -143,6 +147,8 @@ pub(crate) struct Log {
     /// Everything below is on disk and synced.
     flushed: CachePadded<AtomicU64>,
     pub(crate) file: Arc<dyn StorageFile>,
+    /// The checksums of what is flushed (`sums.rs`).
+    pub(crate) sums: Arc<Sums>,
     flush_lock: Mutex<FlushState>,
     flush_cv: Condvar,
     /// Set by the first failed write or sync: nothing is durable any more.
@@ -185,13 +191,14 @@ impl Log {
         frame_of(&self.frames, (self.geometry.page_bytes() / 8) as usize, i)
     }
 
-    /// A log whose tail is at `tail` (a fresh log: [`FIRST_ADDRESS`]); every
-    /// address below it is on disk. `last_page` holds the bytes of the tail's
+    /// A log in `file`, its checksums recorded in `sums`, whose tail is at
+    /// `tail` (a fresh log: [`FIRST_ADDRESS`]); every address below it is on
+    /// disk. `last_page` holds the bytes of the tail's
     /// page below the tail (recovery), loaded into its frame.
     pub(crate) fn new(
         geometry: Geometry,
         epochs: EpochManager,
-        file: Arc<dyn StorageFile>,
+        (file, sums): (Arc<dyn StorageFile>, Arc<Sums>),
         tail: u64,
         last_page: &[u8],
         begin: u64,
@@ -229,6 +236,7 @@ impl Log {
             safe_read_only: CachePadded::new(AtomicU64::new(tail)),
             flushed: CachePadded::new(AtomicU64::new(tail)),
             file,
+            sums,
             flush_lock: Mutex::new(FlushState::default()),
             flush_cv: Condvar::new(),
             failed: AtomicBool::new(false),
@@ -516,7 +524,15 @@ impl Log {
                     self.flush_cv.wait(&mut state);
                 }
             };
-            if let Err(e) = self.write_range(from, to).and_then(|()| self.file.sync()) {
+            // The checksums are computed while the range is written (the
+            // writes mostly wait for the device), and recorded only once it
+            // is synced: a checksum on disk always describes synced bytes.
+            let (written, pieces) = self.write_and_sum(from, to);
+            if let Err(e) = written.and_then(|()| self.file.sync()) {
+                self.fail(e.to_string());
+                return;
+            }
+            if let Err(e) = self.sums.record(&pieces) {
                 self.fail(e.to_string());
                 return;
             }
@@ -527,6 +543,60 @@ impl Log {
             }
             self.shift_head_to_lag();
         }
+    }
+
+    /// Writes `[from, to)` and computes its checksums, on a thread of
+    /// their own when the range is large.
+    fn write_and_sum(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> (Result<(), epochdb_storage::StorageError>, Vec<Piece>) {
+        if to - from < SUM_ASIDE_BYTES {
+            return (self.write_range(from, to), self.pieces(from, to));
+        }
+        std::thread::scope(|scope| {
+            let summer = std::thread::Builder::new()
+                .name("hybridlog-flush-sums".into())
+                .spawn_scoped(scope, || self.pieces(from, to));
+            let written = self.write_range(from, to);
+            let pieces = match summer {
+                Ok(summer) => summer.join().expect("the checksum thread panicked"),
+                // No thread to be had: this one computes them.
+                Err(_) => self.pieces(from, to),
+            };
+            (written, pieces)
+        })
+    }
+
+    /// The checksums of `[from, to)` as it is in the frames, a piece per
+    /// page. The range lies below `safe_read_only`: nothing stores to it.
+    fn pieces(&self, from: u64, to: u64) -> Vec<Piece> {
+        let page_bits = self.geometry.page_bits;
+        let mut pieces = Vec::new();
+        let mut bytes = [0u8; 8192];
+        let mut start = from;
+        while start < to {
+            let end = to.min(((start >> page_bits) + 1) << page_bits);
+            let mut crc = 0;
+            let mut at = start;
+            while at < end {
+                let n = ((end - at) as usize).min(bytes.len());
+                let words = self.words(at, n / 8);
+                for (out, word) in bytes.chunks_exact_mut(8).zip(words) {
+                    out.copy_from_slice(&word.load(Relaxed).to_le_bytes());
+                }
+                crc = crc32c::crc32c_append(crc, &bytes[..n]);
+                at += n as u64;
+            }
+            pieces.push(Piece {
+                from: start,
+                to: end,
+                crc,
+            });
+            start = end;
+        }
+        pieces
     }
 
     /// Writes `[from, to)` to the file, a page at a time. Direct: each

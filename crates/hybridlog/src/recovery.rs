@@ -40,6 +40,7 @@ use crate::record::Header;
 use crate::replay::{replay, replay_threads};
 use crate::segment::{SegmentedFile, LOG_NAME};
 use crate::store::{Config, FRESH_TAIL};
+use crate::sums::{self, Check, Claims, Piece, Sums, SUMS_NAME};
 
 /// The segment size a new log uses: `requested` (0: one file), at least a
 /// page.
@@ -56,6 +57,7 @@ pub(crate) struct RecoveredState {
     pub(crate) meta: Option<Metadata>,
     pub(crate) index: Index,
     pub(crate) file: SegmentedFile,
+    pub(crate) sums: Sums,
     pub(crate) page_bits: u32,
     pub(crate) tail: u64,
     pub(crate) last_page: Vec<u8>,
@@ -88,7 +90,9 @@ pub(crate) fn recover(
         // A fresh store: any log bytes (and snapshot files) from a life
         // without a checkpoint are unreachable; start with no log files.
         for name in &names {
-            let log_file = name == LOG_NAME || (name.starts_with("log-") && name.ends_with(".seg"));
+            let log_file = name == LOG_NAME
+                || name == SUMS_NAME
+                || (name.starts_with("log-") && name.ends_with(".seg"));
             if log_file || parse_snap_name(name).is_some() {
                 storage.remove(&dir.join(name))?;
                 removed = true;
@@ -99,10 +103,12 @@ pub(crate) fn recover(
         if removed {
             storage.sync_dir(dir)?;
         }
+        let sums = Sums::install(storage_arc.clone(), dir, Claims::default())?;
         return Ok(RecoveredState {
             meta: None,
             index: Index::new_in(config.index_buckets, config.huge_pages),
             file,
+            sums,
             page_bits: config.page_bits,
             tail: FRESH_TAIL,
             last_page: Vec::new(),
@@ -124,10 +130,24 @@ pub(crate) fn recover(
     let file = SegmentedFile::open(storage_arc.clone(), dir, meta.segment_bits)?;
     let log_path = file.path().to_path_buf();
     let page_bits = meta.page_bits;
-    let snapshot_bytes = restore_snapshot(storage, dir, &file, &meta)?;
     let started = std::time::Instant::now();
-    let invalid = replay(&file, &log_path, &index, &meta, threads)?;
-    let replay_time = started.elapsed();
+    let (mut claims, checks) = log_checks(storage, dir, &file, &log_path, &meta)?;
+    let check_time = started.elapsed();
+    let (snapshot_bytes, restored) = restore_snapshot(storage, dir, &file, &meta)?;
+    let started = std::time::Instant::now();
+    let invalid = replay(&file, &log_path, &index, &meta, threads, &checks)?;
+    let replay_time = started.elapsed() + check_time;
+    // What the log holds now, for the checkpoints to come: the restored
+    // snapshot pieces, nothing above l_e (written again once the store
+    // runs), and the marks below, made durable before the log changes.
+    for piece in restored {
+        claims.add_piece(piece);
+    }
+    claims.keep_between(meta.begin, meta.l_e);
+    for &address in &invalid {
+        claims.add_mark(address);
+    }
+    let sums = Sums::install(storage_arc.clone(), dir, claims)?;
     for &address in &invalid {
         let mut word = [0u8; 8];
         file.read_at(address, &mut word)?;
@@ -166,6 +186,7 @@ pub(crate) fn recover(
         meta: Some(meta),
         index,
         file,
+        sums,
         page_bits,
         last_page,
     })
@@ -186,10 +207,11 @@ fn restore_snapshot(
     dir: &Path,
     log: &dyn StorageFile,
     meta: &Metadata,
-) -> Result<u64> {
+) -> Result<(u64, Vec<Piece>)> {
     let Some(map) = &meta.snapshot else {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     };
+    let mut restored = Vec::with_capacity(map.pieces.len());
     let mut files: std::collections::HashMap<u32, Box<dyn StorageFile>> =
         std::collections::HashMap::new();
     let mut buf = Vec::new();
@@ -205,9 +227,111 @@ fn restore_snapshot(
         // Nothing is ever written below the first address.
         let skip = FIRST_ADDRESS.saturating_sub(piece.address).min(piece.bytes) as usize;
         log.write_at(piece.address + skip as u64, &buf[skip..])?;
+        if skip < buf.len() {
+            restored.push(Piece::of(piece.address + skip as u64, &buf[skip..]));
+        }
         bytes += piece.bytes;
     }
-    Ok(bytes)
+    Ok((bytes, restored))
+}
+
+/// The checksums of the log bytes replay reads (`sums.rs`): the claims of
+/// `log.sums`, and the checks of the pieces below the end of what the log
+/// file holds of the checkpoint (`l_e`, or a snapshot's start), from the
+/// first page replay reads. A piece that runs past `l_e` is checked here,
+/// and replaced in the claims by its part below `l_e`. If the metadata
+/// says the log has checksums, a byte of `[max(l_h, begin), end)` without
+/// one is corruption (of `log.sums`, where a block was unreadable).
+fn log_checks(
+    storage: &dyn Storage,
+    dir: &Path,
+    file: &dyn StorageFile,
+    log_path: &Path,
+    meta: &Metadata,
+) -> Result<(Claims, Vec<Check>)> {
+    let read = sums::read(storage, dir)?;
+    let mut claims = read.claims;
+    let end = meta
+        .snapshot
+        .as_ref()
+        .map_or(meta.l_e, |map| map.start.min(meta.l_e));
+    let first = meta.l_h.max(meta.begin).max(FIRST_ADDRESS);
+    if first >= end {
+        return Ok((claims, Vec::new()));
+    }
+    if !meta.log_sums {
+        // A store from before the log had checksums: what it holds now is
+        // all there is to trust; checksummed once here, a page at a time.
+        let page_bytes = 1u64 << meta.page_bits;
+        let mut bytes = Vec::new();
+        let mut at = first;
+        while at < end {
+            let to = end.min((at / page_bytes + 1) * page_bytes);
+            bytes.resize((to - at) as usize, 0);
+            if file.read_at(at, &mut bytes)? < bytes.len() {
+                break;
+            }
+            claims.add_piece(Piece::of(at, &bytes));
+            at = to;
+        }
+        return Ok((claims, Vec::new()));
+    }
+    {
+        if let Some(gap) = claims.first_gap(first, end) {
+            return Err(match read.damage {
+                Some((offset, reason)) => Error::Corrupted {
+                    file: dir.join(SUMS_NAME),
+                    offset,
+                    reason: format!("{reason}; log bytes from {gap} have no checksum"),
+                },
+                None => Error::Corrupted {
+                    file: log_path.to_path_buf(),
+                    offset: gap,
+                    reason: format!("no checksum recorded for log bytes from {gap}"),
+                },
+            });
+        }
+    }
+    let mut checks = claims.checks((first >> meta.page_bits) << meta.page_bits, end);
+    if let Some(check) = checks
+        .iter()
+        .find(|c| c.piece.from >> meta.page_bits != (c.piece.to - 1) >> meta.page_bits)
+    {
+        // Every piece lies on one page: this claim was damaged.
+        return Err(Error::Corrupted {
+            file: dir.join(SUMS_NAME),
+            offset: 0,
+            reason: format!(
+                "a checksum for log bytes [{}, {}) spans pages",
+                check.piece.from, check.piece.to
+            ),
+        });
+    }
+    if let Some(last) = checks.last().filter(|c| c.piece.to > end).cloned() {
+        checks.pop();
+        let mut bytes = vec![0u8; (last.piece.to - last.piece.from) as usize];
+        let n = file.read_at(last.piece.from, &mut bytes)?;
+        if n < bytes.len() || !last.matches(&bytes) {
+            return Err(piece_mismatch(log_path, &last.piece));
+        }
+        claims.add_piece(Piece::of(
+            last.piece.from,
+            &bytes[..(end - last.piece.from) as usize],
+        ));
+    }
+    Ok((claims, checks))
+}
+
+/// The error for log bytes that do not match their checksum.
+pub(crate) fn piece_mismatch(log_path: &Path, piece: &Piece) -> Error {
+    Error::Corrupted {
+        file: log_path.to_path_buf(),
+        offset: piece.from,
+        reason: format!(
+            "log bytes [{}, {}) do not match their checksum in {SUMS_NAME}",
+            piece.from, piece.to
+        ),
+    }
 }
 
 /// Removes metadata older than `version`, index files other than

@@ -28,6 +28,8 @@ use crate::checkpoint::Metadata;
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::record::{hash_key, record_bytes, record_version, split_lengths, Header};
+use crate::recovery::piece_mismatch;
+use crate::sums::Check;
 
 /// Bytes read at once (at least a page): sequential reads this large run
 /// at the disk's speed, and a chunk is a worker's unit of work.
@@ -70,6 +72,7 @@ pub(crate) fn replay(
     index: &Index,
     meta: &Metadata,
     threads: usize,
+    checks: &[Check],
 ) -> Result<Vec<u64>> {
     let threads = threads.max(1);
     // Below begin the log was truncated: records there are gone (§ log
@@ -103,7 +106,9 @@ pub(crate) fn replay(
                         if chunk.start < lowest_error.load(Relaxed) {
                             let from = first.max(chunk.start);
                             if let Err((at, error)) =
-                                replay_chunk(&chunk, from, path, index, meta, &mut invalid)
+                                verify_chunk(&chunk, path, checks).and_then(|()| {
+                                    replay_chunk(&chunk, from, path, index, meta, &mut invalid)
+                                })
                             {
                                 found(at, error);
                             }
@@ -178,6 +183,28 @@ pub(crate) fn replay(
     }
     invalid.sort_unstable();
     Ok(invalid)
+}
+
+/// Checks the bytes of every piece that lies in `chunk` against its
+/// checksum (`sums.rs`); the first that fails is the error.
+fn verify_chunk(
+    chunk: &Chunk,
+    path: &Path,
+    checks: &[Check],
+) -> std::result::Result<(), (u64, Error)> {
+    let end = chunk.start + chunk.buf.len() as u64;
+    let first = checks.partition_point(|c| c.piece.from < chunk.start);
+    for check in &checks[first..] {
+        if check.piece.to > end {
+            break;
+        }
+        let from = (check.piece.from - chunk.start) as usize;
+        let to = (check.piece.to - chunk.start) as usize;
+        if !check.matches(&chunk.buf[from..to]) {
+            return Err((check.piece.from, piece_mismatch(path, &check.piece)));
+        }
+    }
+    Ok(())
 }
 
 fn u64_at(buf: &[u8], at: usize) -> u64 {

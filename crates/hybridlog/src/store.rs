@@ -473,7 +473,7 @@ impl<F: Functions> Store<F> {
         let log = Log::new(
             geometry,
             epochs.clone(),
-            file.clone(),
+            (file.clone(), Arc::new(state.sums)),
             state.tail,
             &state.last_page,
             state.meta.as_ref().map_or(FIRST_ADDRESS, |m| m.begin),
@@ -843,11 +843,15 @@ impl<F: Functions> Store<F> {
             kind,
             snapshot: snapshot.clone(),
             segment_bits: inner.segments.segment_bits(),
+            log_sums: true,
         };
         // Whatever recovery wrote into the log files (snapshot pieces,
         // invalid marks) and was not synced since becomes durable before
         // the metadata that relies on it; a no-op otherwise.
         epochdb_storage::StorageFile::sync(inner.segments.as_ref())?;
+        // The checksums of the log up to l_e were recorded before `flushed`
+        // passed it (or by recovery); they must be durable with it.
+        inner.log.sums.sync()?;
         if let Some(index_sync) = index_sync {
             index_sync.wait()?;
         }
@@ -876,6 +880,7 @@ impl<F: Functions> Store<F> {
         // Log truncation: the durable checkpoint (the only one kept) needs
         // nothing below its begin address.
         let log_bytes_freed = inner.segments.remove_below(meta.begin)?;
+        inner.log.sums.compact(meta.begin)?;
         Ok(CheckpointInfo {
             version: v,
             l_s,

@@ -281,3 +281,119 @@ fn a_short_log_is_reported_at_its_end_with_any_thread_count() {
         );
     }
 }
+
+/// Flips the lowest bit of the first value byte of the first record of
+/// `page`: the record still decodes, only its checksum can tell. Returns
+/// the byte's address.
+fn flip_first_value_bit(disk: &SimStorage, page: u64) -> u64 {
+    let path = Path::new(DIR).join("log.dat");
+    let file = disk.open(&path).unwrap();
+    let at = page << 12;
+    let mut lengths = [0u8; 8];
+    file.read_at(at + 8, &mut lengths).unwrap();
+    let key_len = u32::from_le_bytes(lengths[..4].try_into().unwrap()) as u64;
+    assert_ne!(key_len, 0, "page {page} starts with a record");
+    let value_at = at + 16 + key_len.next_multiple_of(8);
+    let mut byte = [0u8; 1];
+    file.read_at(value_at, &mut byte).unwrap();
+    byte[0] ^= 1;
+    file.write_at(value_at, &byte).unwrap();
+    file.sync().unwrap();
+    value_at
+}
+
+#[test]
+fn a_flipped_value_bit_is_caught_by_the_log_checksums() {
+    let (disk, _) = build();
+    let flipped = flip_first_value_bit(&disk, 90);
+    let want = open_error(&disk, 1);
+    match &want {
+        Error::Corrupted {
+            file,
+            offset,
+            reason,
+        } => {
+            assert_eq!(file, &Path::new(DIR).join("log.dat"));
+            // The piece that holds the byte: it starts on the page.
+            assert!(
+                (90 << 12..=flipped).contains(offset),
+                "{offset} for a flip at {flipped}"
+            );
+            assert!(reason.contains("checksum"), "{reason}");
+        }
+        other => panic!("expected Corrupted, got {other:?}"),
+    }
+    for threads in [2, 6] {
+        assert_eq!(
+            format!("{:?}", open_error(&disk, threads)),
+            format!("{want:?}")
+        );
+    }
+}
+
+#[test]
+fn a_lost_or_damaged_checksum_file_is_reported() {
+    let (disk, _) = build();
+    let sums = Path::new(DIR).join("log.sums");
+    let len = disk.len(&sums).unwrap();
+    assert!(len > 0);
+    // A bit in the middle of the claims: everything from its block on is
+    // unreadable, so most of the replayed range has no checksum.
+    let damaged = disk.crash(CrashMode::DropUnsynced);
+    damaged.flip_bit(&sums, len * 8 / 2 + 3).unwrap();
+    match open_error(&damaged, 2) {
+        Error::Corrupted { file, .. } => assert_eq!(file, sums),
+        other => panic!("expected Corrupted, got {other:?}"),
+    }
+    // (Every view of the simulated disk shares one disk: flip it back.)
+    let lost = disk.crash(CrashMode::DropUnsynced);
+    lost.flip_bit(&sums, len * 8 / 2 + 3).unwrap();
+    let (_, summary) = recover(&lost, 2, &[]);
+    assert!(summary.starts_with("version"));
+    let lost = lost.crash(CrashMode::DropUnsynced);
+    lost.remove(&sums).unwrap();
+    lost.sync_dir(Path::new(DIR)).unwrap();
+    match open_error(&lost, 2) {
+        Error::Corrupted { file, reason, .. } => {
+            assert_eq!(file, Path::new(DIR).join("log.dat"));
+            assert!(reason.contains("no checksum"), "{reason}");
+        }
+        other => panic!("expected Corrupted, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_recovered_store_checks_its_log_again_after_more_work() {
+    // Recover, write more, checkpoint, recover again: the second recovery
+    // checks pieces written before and after the first.
+    let (disk, mut model) = build();
+    let store = Store::open(Arc::new(disk.clone()), Path::new(DIR), config(2), AddU64).unwrap();
+    let first_l_e = store.recovered().expect("a checkpoint").l_e;
+    let mut session = store.start_session().unwrap();
+    for i in 0..2000u64 {
+        let key = cold_key(i);
+        session.upsert(&key, &(i + 7).to_le_bytes()).unwrap();
+        model.insert(key, i + 7);
+    }
+    checkpoint(&store, &mut session, false);
+    drop(session);
+    drop(store);
+    let disk = disk.crash(CrashMode::DropUnsynced);
+    let keys = sorted_keys(&model);
+    let (got, _) = recover(&disk, 3, &keys);
+    let want: Vec<_> = keys.iter().map(|k| Some(model[k])).collect();
+    assert!(got == want, "the values differ");
+    // A page written before the first recovery, then one written after.
+    for page in [30, (first_l_e >> 12) + 2] {
+        let disk = disk.crash(CrashMode::DropUnsynced);
+        let flipped = flip_first_value_bit(&disk, page);
+        match open_error(&disk, 2) {
+            Error::Corrupted { offset, .. } => {
+                assert!((page << 12..=flipped).contains(&offset), "page {page}")
+            }
+            other => panic!("page {page}: expected Corrupted, got {other:?}"),
+        }
+        let disk = disk.crash(CrashMode::DropUnsynced);
+        flip_first_value_bit(&disk, page);
+    }
+}

@@ -292,7 +292,8 @@ fn every_write_failed_then_power_lost() {
 }
 
 /// A flipped bit in any durable checkpoint file — metadata, index, a
-/// snapshot piece of a full or an incremental chain — is reported as
+/// snapshot piece of a full or an incremental chain, the log's checksums
+/// — is reported as
 /// `Error::Corrupted` at open, never used.
 #[test]
 fn a_flipped_bit_in_a_checkpoint_file_is_reported() {
@@ -301,6 +302,7 @@ fn a_flipped_bit_in_a_checkpoint_file_is_reported() {
         (CheckpointKind::IncrementalSnapshot, "snap-"),
         (CheckpointKind::FoldOver, "index-"),
         (CheckpointKind::Snapshot, "cpr-"),
+        (CheckpointKind::FoldOver, "log.sums"),
     ] {
         let disk = SimStorage::new(11);
         let dir = Path::new("/flip");

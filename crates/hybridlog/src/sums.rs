@@ -1,0 +1,521 @@
+//! Checksums of the log file, kept beside it in `log.sums`.
+//!
+//! The HybridLog goes to disk exactly as it lies in memory (FASTER's format,
+//! cpr-sigmod19 §5): a record has no room for a checksum, and the flush
+//! writes the frames themselves. So every range of the log that is written
+//! gets its CRC32C recorded in a side file, and recovery checks the bytes it
+//! replays against it: a bit flipped in a value is reported with the log
+//! file and offset instead of being recovered silently.
+//!
+//! The file is a sequence of framed blocks (magic `HLSM`, version, CRC32C;
+//! `epochdb_storage::frame`), each a batch of one kind of claim, in the
+//! order they were made:
+//!
+//! * a **piece** `(from, to, crc)`: the log bytes `[from, to)` (never
+//!   across a page) had this CRC32C when they were written. A later piece
+//!   overlapping an earlier one replaces it whole (the bytes were written
+//!   again).
+//! * a **mark** `address`: recovery set the invalid bit of the record
+//!   header at `address` in place (§6.4). A piece made before the mark is
+//!   checked with that bit cleared again, which gives back the bytes it was
+//!   computed on: recovery only marks records whose bit was clear. Marks are
+//!   made durable before the log is changed, so either way a crash leaves
+//!   the bytes checkable.
+//!
+//! Who writes what, and when it must be durable:
+//!
+//! * The flush thread records a piece per page after the range is written
+//!   **and synced** (`Log::flush_loop`), so a piece that reached the disk
+//!   always describes durable bytes. The checkpoint syncs this file before
+//!   it installs its metadata, so every piece below `l_e` is durable too.
+//! * Recovery records the snapshot pieces it copies into the log, a piece
+//!   for the part below `l_e` of a piece that runs past it (the bytes above
+//!   `l_e` are written again once the store runs), and its marks; it
+//!   rewrites the file from its in-memory model, synced, before it writes
+//!   the marks into the log.
+//! * After each checkpoint, once the log below its `begin` is gone, the
+//!   file is rewritten without the claims below it when it has grown to
+//!   more than twice what is live.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use epochdb_storage::{blocks, encode_block, replace_atomically, Storage, StorageFile};
+use parking_lot::Mutex;
+
+use crate::error::Result;
+
+/// The side file's name, in the store's directory.
+pub(crate) const SUMS_NAME: &str = "log.sums";
+/// Magic of the side file's blocks ("HLSM").
+const SUMS_MAGIC: u32 = 0x4d53_4c48;
+/// Format version of the side file.
+const SUMS_VERSION: u16 = 1;
+/// A block of pieces: `(from, to, crc)` as three little-endian u64s each.
+const KIND_PIECES: u16 = 1;
+/// A block of marks: one little-endian u64 address each.
+const KIND_MARKS: u16 = 2;
+/// Bit of the header word's byte 7 that is the record's invalid bit (bit 61).
+const INVALID_BIT_IN_BYTE_7: u8 = 1 << 5;
+/// Rewrite the file once it holds this much more than what is live.
+const COMPACT_SLACK_BYTES: u64 = 1 << 20;
+
+/// The CRC32C the log bytes `[from, to)` had when they were written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// First log address.
+    pub(crate) from: u64,
+    /// One past the last log address.
+    pub(crate) to: u64,
+    /// CRC32C of the bytes.
+    pub(crate) crc: u32,
+}
+
+impl Piece {
+    /// The piece of `bytes`, which lie at log address `from`.
+    pub(crate) fn of(from: u64, bytes: &[u8]) -> Self {
+        Piece {
+            from,
+            to: from + bytes.len() as u64,
+            crc: crc32c::crc32c(bytes),
+        }
+    }
+}
+
+/// A piece to check, with the addresses recovery marked invalid after it
+/// was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Check {
+    /// The piece.
+    pub(crate) piece: Piece,
+    /// Record headers in the piece whose invalid bit was set since.
+    pub(crate) marks: Vec<u64>,
+}
+
+impl Check {
+    /// Whether `bytes` (the piece's range, read now) are what was written.
+    pub(crate) fn matches(&self, bytes: &[u8]) -> bool {
+        debug_assert_eq!(bytes.len() as u64, self.piece.to - self.piece.from);
+        if self.marks.is_empty() {
+            return crc32c::crc32c(bytes) == self.piece.crc;
+        }
+        let mut original = bytes.to_vec();
+        for &mark in &self.marks {
+            original[(mark - self.piece.from) as usize + 7] &= !INVALID_BIT_IN_BYTE_7;
+        }
+        crc32c::crc32c(&original) == self.piece.crc
+    }
+}
+
+/// The claims of the side file that still hold: its in-memory model.
+/// Claims are numbered in the order they were made (`seq`).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Claims {
+    /// Disjoint pieces by first address, each with its number.
+    pieces: BTreeMap<u64, (Piece, u64)>,
+    /// Marks by address, each with its number.
+    marks: BTreeMap<u64, u64>,
+    next_seq: u64,
+}
+
+impl Claims {
+    /// Adds a piece; pieces it overlaps are dropped.
+    pub(crate) fn add_piece(&mut self, piece: Piece) {
+        debug_assert!(piece.from < piece.to);
+        let overlapped: Vec<u64> = self
+            .pieces
+            .range(..piece.to)
+            .rev()
+            .take_while(|(_, (p, _))| p.to > piece.from)
+            .map(|(&from, _)| from)
+            .collect();
+        for from in overlapped {
+            self.pieces.remove(&from);
+        }
+        self.pieces.insert(piece.from, (piece, self.next_seq));
+        self.next_seq += 1;
+    }
+
+    /// Adds a mark: the invalid bit of the header at `address` was set.
+    pub(crate) fn add_mark(&mut self, address: u64) {
+        self.marks.insert(address, self.next_seq);
+        self.next_seq += 1;
+    }
+
+    /// The pieces that overlap `[from, to)`, in address order, each with
+    /// the marks made after it.
+    pub(crate) fn checks(&self, from: u64, to: u64) -> Vec<Check> {
+        let first = self
+            .pieces
+            .range(..=from)
+            .next_back()
+            .filter(|(_, (p, _))| p.to > from)
+            .map_or(from, |(&start, _)| start);
+        self.pieces
+            .range(first..to)
+            .map(|(_, &(piece, seq))| Check {
+                piece,
+                marks: self
+                    .marks
+                    .range(piece.from..piece.to.saturating_sub(7))
+                    .filter(|&(_, &mark_seq)| mark_seq > seq)
+                    .map(|(&address, _)| address)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The first address in `[from, to)` that no piece covers.
+    pub(crate) fn first_gap(&self, from: u64, to: u64) -> Option<u64> {
+        let mut at = from;
+        for check in self.checks(from, to) {
+            if check.piece.from > at {
+                return Some(at);
+            }
+            at = at.max(check.piece.to);
+            if at >= to {
+                return None;
+            }
+        }
+        (at < to).then_some(at)
+    }
+
+    /// Drops every claim wholly below `begin` (the log there is gone) and
+    /// every piece that reaches past `end` (its bytes are written again).
+    pub(crate) fn keep_between(&mut self, begin: u64, end: u64) {
+        self.pieces
+            .retain(|_, (piece, _)| piece.to > begin && piece.to <= end);
+        let pieces = &self.pieces;
+        // A mark matters only to an older piece that holds it.
+        self.marks.retain(|&address, &mut seq| {
+            pieces
+                .range(..=address)
+                .next_back()
+                .is_some_and(|(_, (p, piece_seq))| address < p.to && *piece_seq < seq)
+        });
+    }
+
+    /// Bytes the claims take in the file, about.
+    fn live_bytes(&self) -> u64 {
+        24 * self.pieces.len() as u64 + 8 * self.marks.len() as u64
+    }
+
+    /// The file that holds exactly these claims, in the order they were
+    /// made (a mark must stay after the pieces it applies to).
+    fn encode(&self) -> Vec<u8> {
+        let mut items: Vec<(u64, Option<Piece>, u64)> = self
+            .pieces
+            .values()
+            .map(|&(piece, seq)| (seq, Some(piece), 0))
+            .chain(
+                self.marks
+                    .iter()
+                    .map(|(&address, &seq)| (seq, None, address)),
+            )
+            .collect();
+        items.sort_unstable_by_key(|&(seq, ..)| seq);
+        let mut out = Vec::new();
+        let mut pieces = Vec::new();
+        let mut marks = Vec::new();
+        for (_, piece, address) in items {
+            match piece {
+                Some(piece) => {
+                    flush_marks(&mut out, &mut marks);
+                    pieces.push(piece);
+                }
+                None => {
+                    flush_pieces(&mut out, &mut pieces);
+                    marks.push(address);
+                }
+            }
+        }
+        flush_pieces(&mut out, &mut pieces);
+        flush_marks(&mut out, &mut marks);
+        out
+    }
+}
+
+/// Appends a block of `pieces` (if any) to `out` and empties the list.
+fn flush_pieces(out: &mut Vec<u8>, pieces: &mut Vec<Piece>) {
+    if !pieces.is_empty() {
+        out.extend_from_slice(&pieces_block(pieces));
+        pieces.clear();
+    }
+}
+
+/// Appends a block of `marks` (if any) to `out` and empties the list.
+fn flush_marks(out: &mut Vec<u8>, marks: &mut Vec<u64>) {
+    if !marks.is_empty() {
+        out.extend_from_slice(&marks_block(marks));
+        marks.clear();
+    }
+}
+
+fn pieces_block(pieces: &[Piece]) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(24 * pieces.len());
+    for piece in pieces {
+        payload.extend_from_slice(&piece.from.to_le_bytes());
+        payload.extend_from_slice(&piece.to.to_le_bytes());
+        payload.extend_from_slice(&u64::from(piece.crc).to_le_bytes());
+    }
+    let mut out = Vec::new();
+    encode_block(&mut out, SUMS_MAGIC, SUMS_VERSION, KIND_PIECES, &payload);
+    out
+}
+
+fn marks_block(marks: &[u64]) -> Vec<u8> {
+    let payload: Vec<u8> = marks.iter().flat_map(|m| m.to_le_bytes()).collect();
+    let mut out = Vec::new();
+    encode_block(&mut out, SUMS_MAGIC, SUMS_VERSION, KIND_MARKS, &payload);
+    out
+}
+
+/// What reading the side file found.
+#[derive(Debug, Default)]
+pub(crate) struct ReadSums {
+    /// The claims of every block up to the first one that could not be
+    /// read.
+    pub(crate) claims: Claims,
+    /// Where that block starts and why it could not be read (a torn tail
+    /// of unsynced claims, or damage); `None` if every block was whole.
+    pub(crate) damage: Option<(u64, String)>,
+}
+
+/// Reads `dir`'s side file (an absent file has no claims).
+pub(crate) fn read(storage: &dyn Storage, dir: &Path) -> Result<ReadSums> {
+    let path = dir.join(SUMS_NAME);
+    if !storage.exists(&path)? {
+        return Ok(ReadSums::default());
+    }
+    Ok(decode(&storage.read(&path)?))
+}
+
+/// The claims of a side file's bytes.
+pub(crate) fn decode(data: &[u8]) -> ReadSums {
+    let mut read = ReadSums::default();
+    for block in blocks(data, SUMS_MAGIC) {
+        let (offset, block) = match block {
+            Ok(b) => b,
+            Err(e) => {
+                let offset = match e {
+                    epochdb_storage::FrameError::TornTail { offset }
+                    | epochdb_storage::FrameError::Corrupt { offset, .. } => offset,
+                    _ => 0,
+                };
+                read.damage = Some((offset as u64, e.to_string()));
+                break;
+            }
+        };
+        let words: Vec<u64> = block
+            .payload
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let well_formed = block.version == SUMS_VERSION
+            && block.payload.len().is_multiple_of(8)
+            && match block.kind {
+                KIND_PIECES => {
+                    words.len().is_multiple_of(3)
+                        && words
+                            .chunks_exact(3)
+                            .all(|p| p[0] < p[1] && p[2] <= u64::from(u32::MAX))
+                }
+                KIND_MARKS => words.iter().all(|m| m.is_multiple_of(8)),
+                _ => false,
+            };
+        if !well_formed {
+            read.damage = Some((
+                offset as u64,
+                format!(
+                    "block of kind {} version {} is not a list of claims",
+                    block.kind, block.version
+                ),
+            ));
+            break;
+        }
+        if block.kind == KIND_PIECES {
+            for p in words.chunks_exact(3) {
+                read.claims.add_piece(Piece {
+                    from: p[0],
+                    to: p[1],
+                    crc: p[2] as u32,
+                });
+            }
+        } else {
+            for &address in &words {
+                read.claims.add_mark(address);
+            }
+        }
+    }
+    read
+}
+
+/// The side file of a running store: the flush thread records pieces,
+/// checkpoints sync and compact it.
+#[derive(Debug)]
+pub(crate) struct Sums {
+    path: PathBuf,
+    state: Mutex<SumsState>,
+}
+
+#[derive(Debug)]
+struct SumsState {
+    storage: Arc<dyn Storage>,
+    file: Box<dyn StorageFile>,
+    claims: Claims,
+    /// Bytes in the file.
+    file_bytes: u64,
+}
+
+impl Sums {
+    /// Writes `claims` as the new side file of `dir`, durably (atomic
+    /// replace), and opens it to record more.
+    pub(crate) fn install(storage: Arc<dyn Storage>, dir: &Path, claims: Claims) -> Result<Self> {
+        let path = dir.join(SUMS_NAME);
+        let bytes = claims.encode();
+        replace_atomically(storage.as_ref(), &path, &bytes)?;
+        let file = storage.open(&path)?;
+        Ok(Sums {
+            path,
+            state: Mutex::new(SumsState {
+                storage,
+                file,
+                claims,
+                file_bytes: bytes.len() as u64,
+            }),
+        })
+    }
+
+    /// Records pieces (not synced).
+    pub(crate) fn record(&self, pieces: &[Piece]) -> Result<()> {
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        let block = pieces_block(pieces);
+        let mut state = self.state.lock();
+        state.file.append(&block)?;
+        state.file_bytes += block.len() as u64;
+        for &piece in pieces {
+            state.claims.add_piece(piece);
+        }
+        Ok(())
+    }
+
+    /// Makes every recorded claim durable.
+    pub(crate) fn sync(&self) -> Result<()> {
+        Ok(self.state.lock().file.sync()?)
+    }
+
+    /// Drops the claims below `begin` (the log there was removed) and
+    /// rewrites the file without them, durably, if it has grown to more
+    /// than twice what is live. Call only when every recorded piece
+    /// describes durable bytes (after a checkpoint synced the log).
+    pub(crate) fn compact(&self, begin: u64) -> Result<()> {
+        let mut state = self.state.lock();
+        state.claims.keep_between(begin, u64::MAX);
+        let live = state.claims.live_bytes();
+        if state.file_bytes <= 2 * live + COMPACT_SLACK_BYTES {
+            return Ok(());
+        }
+        let bytes = state.claims.encode();
+        replace_atomically(state.storage.as_ref(), &self.path, &bytes)?;
+        state.file = state.storage.open(&self.path)?;
+        state.file_bytes = bytes.len() as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(from: u64, to: u64, crc: u32) -> Piece {
+        Piece { from, to, crc }
+    }
+
+    #[test]
+    fn a_later_piece_replaces_the_ones_it_overlaps() {
+        let mut claims = Claims::default();
+        claims.add_piece(piece(64, 100, 1));
+        claims.add_piece(piece(100, 200, 2));
+        claims.add_piece(piece(200, 300, 3));
+        claims.add_piece(piece(150, 210, 4));
+        let left: Vec<_> = claims.checks(0, 1000).iter().map(|c| c.piece).collect();
+        assert_eq!(left, vec![piece(64, 100, 1), piece(150, 210, 4)]);
+        assert_eq!(claims.first_gap(64, 100), None);
+        assert_eq!(claims.first_gap(64, 210), Some(100));
+        assert_eq!(claims.first_gap(150, 210), None);
+        assert_eq!(claims.first_gap(150, 211), Some(210));
+        assert_eq!(claims.first_gap(40, 100), Some(40));
+    }
+
+    #[test]
+    fn a_mark_applies_only_to_pieces_made_before_it() {
+        let mut claims = Claims::default();
+        claims.add_piece(piece(64, 128, 1));
+        claims.add_mark(80);
+        claims.add_piece(piece(128, 192, 2));
+        claims.add_mark(96);
+        claims.add_mark(136);
+        let checks = claims.checks(64, 192);
+        assert_eq!(checks[0].marks, vec![80, 96]);
+        assert_eq!(checks[1].marks, vec![136]);
+        // A piece written again after a mark no longer needs it.
+        claims.add_piece(piece(64, 128, 3));
+        assert!(claims.checks(64, 128)[0].marks.is_empty());
+        claims.keep_between(0, u64::MAX);
+        assert_eq!(claims.marks.len(), 1, "only the mark at 136 still applies");
+    }
+
+    #[test]
+    fn a_marked_header_checks_against_the_bytes_written() {
+        let mut bytes = vec![0u8; 64];
+        bytes[16] = 7;
+        let mut claims = Claims::default();
+        claims.add_piece(Piece::of(1024, &bytes));
+        claims.add_mark(1024 + 8);
+        // Recovery sets bit 61 of the header word at 1032.
+        let mut marked = bytes.clone();
+        marked[8 + 7] |= INVALID_BIT_IN_BYTE_7;
+        let check = &claims.checks(1024, 1088)[0];
+        assert!(check.matches(&marked));
+        assert!(check.matches(&bytes), "a mark that never reached the disk");
+        let mut flipped = marked.clone();
+        flipped[40] ^= 1;
+        assert!(!check.matches(&flipped));
+    }
+
+    #[test]
+    fn the_file_round_trips_in_order_and_stops_at_damage() {
+        let mut claims = Claims::default();
+        claims.add_piece(piece(64, 128, 1));
+        claims.add_mark(72);
+        claims.add_piece(piece(128, 192, 2));
+        let bytes = claims.encode();
+        let read = decode(&bytes);
+        assert!(read.damage.is_none());
+        assert_eq!(read.claims.checks(0, 192), claims.checks(0, 192));
+        let mut torn = bytes.clone();
+        torn.truncate(bytes.len() - 3);
+        let read = decode(&torn);
+        assert!(read.damage.is_some());
+        assert_eq!(read.claims.first_gap(64, 192), Some(128));
+        let mut flipped = bytes.clone();
+        flipped[20] ^= 0x10;
+        let read = decode(&flipped);
+        assert_eq!(read.damage.as_ref().map(|d| d.0), Some(0));
+        assert_eq!(read.claims.first_gap(64, 192), Some(64));
+    }
+
+    #[test]
+    fn keeping_a_range_drops_pieces_past_its_end_and_orphaned_marks() {
+        let mut claims = Claims::default();
+        claims.add_piece(piece(64, 128, 1));
+        claims.add_piece(piece(128, 256, 2));
+        claims.add_mark(160);
+        claims.keep_between(100, 200);
+        assert_eq!(claims.checks(0, 1000).len(), 1);
+        assert!(claims.marks.is_empty());
+    }
+}
