@@ -72,6 +72,6 @@ pub use functions::{AddU64, Functions, Value};
 pub use session::{Completed, OpKind, Session, Status};
 pub use state::{Phase, SystemState};
 pub use store::{
-    CheckpointInfo, Config, LogAddresses, RecoveredInfo, SessionStates, SessionView, ShiftMode,
-    Store,
+    CheckpointInfo, Config, LogAddresses, LogVerified, RecoveredInfo, SessionStates, SessionView,
+    ShiftMode, Store,
 };

@@ -402,6 +402,11 @@ impl Sums {
         Ok(())
     }
 
+    /// The checks of every piece that overlaps `[from, to)` now.
+    pub(crate) fn checks(&self, from: u64, to: u64) -> Vec<Check> {
+        self.state.lock().claims.checks(from, to)
+    }
+
     /// Makes every recorded claim durable.
     pub(crate) fn sync(&self) -> Result<()> {
         Ok(self.state.lock().file.sync()?)

@@ -397,3 +397,32 @@ fn a_recovered_store_checks_its_log_again_after_more_work() {
         flip_first_value_bit(&disk, page);
     }
 }
+
+#[test]
+fn a_scrub_finds_damage_that_recovery_does_not_read() {
+    // An index checkpoint at the end: recovery replays nothing below it.
+    let (disk, _) = build();
+    let store = Store::open(Arc::new(disk.clone()), Path::new(DIR), config(2), AddU64).unwrap();
+    let mut session = store.start_session().unwrap();
+    checkpoint(&store, &mut session, true);
+    let clean = store.verify_log().unwrap();
+    assert!(clean.pieces > 100 && clean.unchecked_bytes == 0, "{clean:?}");
+    drop(session);
+    drop(store);
+    let disk = disk.crash(CrashMode::DropUnsynced);
+    let flipped = flip_first_value_bit(&disk, 30);
+    let store = Store::open(
+        Arc::new(disk.crash(CrashMode::DropUnsynced)),
+        Path::new(DIR),
+        config(2),
+        AddU64,
+    )
+    .expect("the damage lies below the replayed range");
+    match store.verify_log() {
+        Err(Error::Corrupted { file, offset, .. }) => {
+            assert_eq!(file, Path::new(DIR).join("log.dat"));
+            assert!((30 << 12..=flipped).contains(&offset), "{offset}");
+        }
+        other => panic!("expected Corrupted, got {other:?}"),
+    }
+}

@@ -244,7 +244,11 @@ fn recover_again(
     )
     .unwrap_or_else(|e| panic!("{what}: second recovery: {e}"));
     assert_eq!(store.recovered().unwrap().version, v, "{what}");
-    assert_eq!(store.recovered().unwrap().invalidated, invalidated, "{what}");
+    assert_eq!(
+        store.recovered().unwrap().invalidated,
+        invalidated,
+        "{what}"
+    );
     let mut session = store.start_session().unwrap();
     assert_eq!([K1, K2, K3].map(|key| read(&mut session, key)), values);
     drop(session);
