@@ -240,6 +240,10 @@ fn run_seed(seed: u64) -> (u64, u64) {
             "seed {seed}: counter {key}"
         );
     }
+    // Every checksummed byte on disk is what was written (log.sums).
+    store
+        .verify_log()
+        .unwrap_or_else(|e| panic!("seed {seed}: the log's checksums: {e}"));
     let issued = logs.iter().map(|(_, ops)| ops.len() as u64).sum();
     (issued, committed_total)
 }
