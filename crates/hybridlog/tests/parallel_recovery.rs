@@ -216,6 +216,17 @@ fn open_error(disk: &SimStorage, threads: usize) -> Error {
     }
 }
 
+/// Recovery with each of `threads` reports exactly `want`.
+fn assert_same_error(disk: &SimStorage, want: &Error, threads: &[usize]) {
+    for &threads in threads {
+        assert_eq!(
+            format!("{:?}", open_error(disk, threads)),
+            format!("{want:?}"),
+            "{threads} threads"
+        );
+    }
+}
+
 #[test]
 fn a_damaged_log_is_reported_at_the_same_place_with_any_thread_count() {
     let (disk, _) = build();
@@ -231,13 +242,8 @@ fn a_damaged_log_is_reported_at_the_same_place_with_any_thread_count() {
         }
         other => panic!("expected Corrupted, got {other:?}"),
     }
-    for threads in [2, 5, 16] {
-        for _ in 0..3 {
-            assert_eq!(
-                format!("{:?}", open_error(&disk, threads)),
-                format!("{want:?}")
-            );
-        }
+    for _ in 0..3 {
+        assert_same_error(&disk, &want, &[2, 5, 16]);
     }
 }
 
@@ -259,12 +265,7 @@ fn a_short_log_is_reported_at_its_end_with_any_thread_count() {
         }
         other => panic!("expected Corrupted, got {other:?}"),
     }
-    for threads in [3, 8] {
-        assert_eq!(
-            format!("{:?}", open_error(&disk, threads)),
-            format!("{want:?}")
-        );
-    }
+    assert_same_error(&disk, &want, &[3, 8]);
     // With damage below the cut, the damage is reported (it is lower).
     // (Every recovery above crashed `disk`'s process: write to a new one.)
     let disk = disk.crash(CrashMode::DropUnsynced);
@@ -274,12 +275,7 @@ fn a_short_log_is_reported_at_its_end_with_any_thread_count() {
         matches!(want, Error::Corrupted { offset, .. } if offset == 60 << 12),
         "{want:?}"
     );
-    for threads in [3, 8] {
-        assert_eq!(
-            format!("{:?}", open_error(&disk, threads)),
-            format!("{want:?}")
-        );
-    }
+    assert_same_error(&disk, &want, &[3, 8]);
 }
 
 /// Flips the lowest bit of the first value byte of the first record of
@@ -323,12 +319,7 @@ fn a_flipped_value_bit_is_caught_by_the_log_checksums() {
         }
         other => panic!("expected Corrupted, got {other:?}"),
     }
-    for threads in [2, 6] {
-        assert_eq!(
-            format!("{:?}", open_error(&disk, threads)),
-            format!("{want:?}")
-        );
-    }
+    assert_same_error(&disk, &want, &[2, 6]);
 }
 
 #[test]
@@ -406,7 +397,10 @@ fn a_scrub_finds_damage_that_recovery_does_not_read() {
     let mut session = store.start_session().unwrap();
     checkpoint(&store, &mut session, true);
     let clean = store.verify_log().unwrap();
-    assert!(clean.pieces > 100 && clean.unchecked_bytes == 0, "{clean:?}");
+    assert!(
+        clean.pieces > 100 && clean.unchecked_bytes == 0,
+        "{clean:?}"
+    );
     drop(session);
     drop(store);
     let disk = disk.crash(CrashMode::DropUnsynced);

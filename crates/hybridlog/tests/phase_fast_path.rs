@@ -236,19 +236,18 @@ fn recover_again(
     values: [Option<u64>; 3],
     what: &str,
 ) {
-    let store = Store::open(
-        Arc::new(disk.crash(CrashMode::DropUnsynced)),
-        dir,
-        config(shift_mode),
-        AddU64,
-    )
-    .unwrap_or_else(|e| panic!("{what}: second recovery: {e}"));
-    assert_eq!(store.recovered().unwrap().version, v, "{what}");
-    assert_eq!(
-        store.recovered().unwrap().invalidated,
-        invalidated,
-        "{what}"
-    );
+    let reopen = |when: &str| {
+        Store::open(
+            Arc::new(disk.crash(CrashMode::DropUnsynced)),
+            dir,
+            config(shift_mode),
+            AddU64,
+        )
+        .unwrap_or_else(|e| panic!("{what}: {when}: {e}"))
+    };
+    let store = reopen("second recovery");
+    let info = store.recovered().unwrap();
+    assert_eq!((info.version, info.invalidated), (v, invalidated), "{what}");
     let mut session = store.start_session().unwrap();
     assert_eq!([K1, K2, K3].map(|key| read(&mut session, key)), values);
     drop(session);
@@ -256,13 +255,7 @@ fn recover_again(
         .checkpoint_with(false, CheckpointKind::FoldOver)
         .unwrap();
     drop(store);
-    let store = Store::open(
-        Arc::new(disk.crash(CrashMode::DropUnsynced)),
-        dir,
-        config(shift_mode),
-        AddU64,
-    )
-    .unwrap_or_else(|e| panic!("{what}: recovery of the log-only checkpoint: {e}"));
+    let store = reopen("recovery of the log-only checkpoint");
     assert_eq!(store.recovered().unwrap().version, v + 1, "{what}");
     let mut session = store.start_session().unwrap();
     assert_eq!([K1, K2, K3].map(|key| read(&mut session, key)), values);
