@@ -531,10 +531,13 @@ mod tests {
                 assert_eq!(run.checkpoints, 2, "{} {writer}", run.algorithm);
                 assert_eq!(run.interval_ms.len(), 10);
                 // The CPU clock is read just outside the wall clock, so it
-                // can exceed it only by the cost of reading the clocks.
+                // can exceed it only by the cost of reading the clocks and
+                // the thread CPU clock's own error: on a loaded KVM guest
+                // (the AMD VM of session 40) it ran 0.35 ms ahead of a
+                // 12 µs wall interval once.
                 for (cpu, wall) in run.interval_cpu_ms.iter().zip(&run.interval_ms) {
                     assert!(
-                        *cpu > 0.0 && *cpu <= wall + 0.1,
+                        *cpu > 0.0 && *cpu <= wall + 1.0,
                         "{cpu} ms CPU, {wall} ms wall"
                     );
                 }
