@@ -445,6 +445,11 @@ fn hybridlog_json_has_phases_checkpoints_and_recovery() {
     assert!(recovery["seconds"].as_f64().unwrap() > 0.0);
     assert!(recovery["read_mb_s"].as_f64().unwrap() > 0.0);
     assert_eq!(recovery["version"], checkpoint["version"]);
+    // The recovered log is scrubbed against its checksums, all of it.
+    let scrub = &recovery["scrub"];
+    assert!(scrub["pieces"].as_u64().unwrap() > 0, "{scrub}");
+    assert!(scrub["bytes"].as_u64().unwrap() > 0, "{scrub}");
+    assert_eq!(scrub["unchecked_bytes"].as_u64(), Some(0), "{scrub}");
     assert_eq!(run["config"]["threads"], 2);
     assert_eq!(run["config"]["mutable_fraction"], 0.5);
     assert_eq!(run["config"]["prefetch"], 8);

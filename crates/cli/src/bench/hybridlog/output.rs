@@ -109,6 +109,15 @@ pub(super) fn print_summary(r: &Report) {
             rec.replay_seconds,
             rec.replay_threads
         );
+        let scrub = &rec.scrub;
+        println!(
+            "  scrub of the recovered log: {} pieces, {:.1} MB checked in {:.3} s ({:.0} MB/s); {:.1} MB without checksums",
+            scrub.pieces,
+            scrub.bytes as f64 / 1e6,
+            scrub.seconds,
+            scrub.mb_s,
+            scrub.unchecked_bytes as f64 / 1e6
+        );
     }
 }
 
