@@ -10,12 +10,16 @@
 //! | its index file is missing or corrupt    | `Error::Corrupted` / `Storage`       |
 //! | the log is shorter than `l_e`           | `Error::Corrupted` (log, offset)     |
 //! | a record in `[l_h, l_e)` is malformed   | `Error::Corrupted` (log, offset)     |
+//! | log bytes replayed fail their checksum  | `Error::Corrupted` (log, piece start)|
+//! | a replayed byte has no checksum         | `Error::Corrupted` (`log.sums` where |
+//! |                                         | a block was unreadable, else log)    |
 //!
 //! Metadata is renamed into place only after everything it names is synced,
 //! so an interrupted checkpoint leaves no metadata and is simply not seen:
 //! the previous whole checkpoint is used.
 //!
-//! Steps: load the fuzzy index; replay the log from `l_h` to `l_e` setting
+//! Steps: load the fuzzy index; read `log.sums` (`sums.rs`); replay the
+//! log from `l_h` to `l_e`, checking each page's checksums and setting
 //! each record's index entry — except version-(v+1) records at or above
 //! `l_s`, which are marked invalid, in memory and on disk (§6.4); load the
 //! partial last page; restore the session table. Loading the index and
@@ -276,21 +280,19 @@ fn log_checks(
         }
         return Ok((claims, Vec::new()));
     }
-    {
-        if let Some(gap) = claims.first_gap(first, end) {
-            return Err(match read.damage {
-                Some((offset, reason)) => Error::Corrupted {
-                    file: dir.join(SUMS_NAME),
-                    offset,
-                    reason: format!("{reason}; log bytes from {gap} have no checksum"),
-                },
-                None => Error::Corrupted {
-                    file: log_path.to_path_buf(),
-                    offset: gap,
-                    reason: format!("no checksum recorded for log bytes from {gap}"),
-                },
-            });
-        }
+    if let Some(gap) = claims.first_gap(first, end) {
+        return Err(match read.damage {
+            Some((offset, reason)) => Error::Corrupted {
+                file: dir.join(SUMS_NAME),
+                offset,
+                reason: format!("{reason}; log bytes from {gap} have no checksum"),
+            },
+            None => Error::Corrupted {
+                file: log_path.to_path_buf(),
+                offset: gap,
+                reason: format!("no checksum recorded for log bytes from {gap}"),
+            },
+        });
     }
     let mut checks = claims.checks((first >> meta.page_bits) << meta.page_bits, end);
     if let Some(check) = checks
