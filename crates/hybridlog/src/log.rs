@@ -37,7 +37,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::address::{FIRST_ADDRESS, FRAMES_MIN, PAGE_BITS_MAX, PAGE_BITS_MIN};
 use crate::error::Error;
 use crate::record::RECORD_HEADER_BYTES;
-use crate::sums::{Piece, Sums};
+use crate::sums::{page_spans, Piece, Sums};
 
 /// The most one direct flush write carries. Measured on this machine's
 /// disk (BENCHMARKS.md, "Checkpoint writes without a copy"): 2–8 MiB
@@ -572,31 +572,27 @@ impl Log {
     /// The checksums of `[from, to)` as it is in the frames, a piece per
     /// page. The range lies below `safe_read_only`: nothing stores to it.
     fn pieces(&self, from: u64, to: u64) -> Vec<Piece> {
-        let page_bits = self.geometry.page_bits;
-        let mut pieces = Vec::new();
         let mut bytes = [0u8; 8192];
-        let mut start = from;
-        while start < to {
-            let end = to.min(((start >> page_bits) + 1) << page_bits);
-            let mut crc = 0;
-            let mut at = start;
-            while at < end {
-                let n = ((end - at) as usize).min(bytes.len());
-                let words = self.words(at, n / 8);
-                for (out, word) in bytes.chunks_exact_mut(8).zip(words) {
-                    out.copy_from_slice(&word.load(Relaxed).to_le_bytes());
+        page_spans(from, to, self.geometry.page_bits)
+            .map(|(start, end)| {
+                let mut crc = 0;
+                let mut at = start;
+                while at < end {
+                    let n = ((end - at) as usize).min(bytes.len());
+                    let words = self.words(at, n / 8);
+                    for (out, word) in bytes.chunks_exact_mut(8).zip(words) {
+                        out.copy_from_slice(&word.load(Relaxed).to_le_bytes());
+                    }
+                    crc = crc32c::crc32c_append(crc, &bytes[..n]);
+                    at += n as u64;
                 }
-                crc = crc32c::crc32c_append(crc, &bytes[..n]);
-                at += n as u64;
-            }
-            pieces.push(Piece {
-                from: start,
-                to: end,
-                crc,
-            });
-            start = end;
-        }
-        pieces
+                Piece {
+                    from: start,
+                    to: end,
+                    crc,
+                }
+            })
+            .collect()
     }
 
     /// Writes `[from, to)` to the file, a page at a time. Direct: each

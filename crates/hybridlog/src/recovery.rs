@@ -44,7 +44,7 @@ use crate::record::Header;
 use crate::replay::{replay, replay_threads};
 use crate::segment::{SegmentedFile, LOG_NAME};
 use crate::store::{Config, FRESH_TAIL};
-use crate::sums::{self, Check, Claims, Piece, Sums, SUMS_NAME};
+use crate::sums::{self, page_spans, Check, Claims, Piece, Sums, SUMS_NAME};
 
 /// The segment size a new log uses: `requested` (0: one file), at least a
 /// page.
@@ -266,17 +266,13 @@ fn log_checks(
     if !meta.log_sums {
         // A store from before the log had checksums: what it holds now is
         // all there is to trust; checksummed once here, a page at a time.
-        let page_bytes = 1u64 << meta.page_bits;
         let mut bytes = Vec::new();
-        let mut at = first;
-        while at < end {
-            let to = end.min((at / page_bytes + 1) * page_bytes);
+        for (at, to) in page_spans(first, end, meta.page_bits) {
             bytes.resize((to - at) as usize, 0);
             if file.read_at(at, &mut bytes)? < bytes.len() {
                 break;
             }
             claims.add_piece(Piece::of(at, &bytes));
-            at = to;
         }
         return Ok((claims, Vec::new()));
     }
@@ -311,17 +307,29 @@ fn log_checks(
     }
     if let Some(last) = checks.last().filter(|c| c.piece.to > end).cloned() {
         checks.pop();
-        let mut bytes = vec![0u8; (last.piece.to - last.piece.from) as usize];
-        let n = file.read_at(last.piece.from, &mut bytes)?;
-        if n < bytes.len() || !last.matches(&bytes) {
-            return Err(piece_mismatch(log_path, &last.piece));
-        }
+        let mut bytes = Vec::new();
+        check_on_disk(file, log_path, &last, &mut bytes)?;
         claims.add_piece(Piece::of(
             last.piece.from,
             &bytes[..(end - last.piece.from) as usize],
         ));
     }
     Ok((claims, checks))
+}
+
+/// Reads `check`'s piece from `file` into `bytes` and checks it: a short
+/// read or a mismatch is the piece's [`piece_mismatch`].
+pub(crate) fn check_on_disk(
+    file: &dyn StorageFile,
+    log_path: &Path,
+    check: &Check,
+    bytes: &mut Vec<u8>,
+) -> Result<()> {
+    bytes.resize((check.piece.to - check.piece.from) as usize, 0);
+    if file.read_at(check.piece.from, bytes)? < bytes.len() || !check.matches(bytes) {
+        return Err(piece_mismatch(log_path, &check.piece));
+    }
+    Ok(())
 }
 
 /// The error for log bytes that do not match their checksum.

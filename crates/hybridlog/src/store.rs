@@ -656,20 +656,13 @@ impl<F: Functions> Store<F> {
             }
             verified.unchecked_bytes += piece.from.saturating_sub(covered);
             covered = covered.max(piece.to);
-            bytes.resize((piece.to - piece.from) as usize, 0);
-            let read = epochdb_storage::StorageFile::read_at(
-                self.inner.segments.as_ref(),
-                piece.from,
-                &mut bytes,
-            );
+            let file: &dyn epochdb_storage::StorageFile = self.inner.segments.as_ref();
+            let checked = crate::recovery::check_on_disk(file, file.path(), &check, &mut bytes);
             if piece.from < log.begin.load(SeqCst) {
                 // Truncated meanwhile: nothing to check there any more.
                 continue;
             }
-            if read? < bytes.len() || !check.matches(&bytes) {
-                let path = epochdb_storage::StorageFile::path(self.inner.segments.as_ref());
-                return Err(crate::recovery::piece_mismatch(path, &piece));
-            }
+            checked?;
             verified.pieces += 1;
             verified.bytes += bytes.len() as u64;
         }

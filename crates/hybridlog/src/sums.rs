@@ -202,73 +202,53 @@ impl Claims {
     }
 
     /// The file that holds exactly these claims, in the order they were
-    /// made (a mark must stay after the pieces it applies to).
+    /// made (a mark must stay after the pieces it applies to): a block per
+    /// run of claims of one kind.
     fn encode(&self) -> Vec<u8> {
-        let mut items: Vec<(u64, Option<Piece>, u64)> = self
+        let mut items: Vec<(u64, u16, [u64; 3])> = self
             .pieces
             .values()
-            .map(|&(piece, seq)| (seq, Some(piece), 0))
+            .map(|&(p, seq)| (seq, KIND_PIECES, [p.from, p.to, u64::from(p.crc)]))
             .chain(
                 self.marks
                     .iter()
-                    .map(|(&address, &seq)| (seq, None, address)),
+                    .map(|(&address, &seq)| (seq, KIND_MARKS, [address, 0, 0])),
             )
             .collect();
         items.sort_unstable_by_key(|&(seq, ..)| seq);
         let mut out = Vec::new();
-        let mut pieces = Vec::new();
-        let mut marks = Vec::new();
-        for (_, piece, address) in items {
-            match piece {
-                Some(piece) => {
-                    flush_marks(&mut out, &mut marks);
-                    pieces.push(piece);
-                }
-                None => {
-                    flush_pieces(&mut out, &mut pieces);
-                    marks.push(address);
-                }
-            }
+        for run in items.chunk_by(|a, b| a.1 == b.1) {
+            let kind = run[0].1;
+            let words = if kind == KIND_PIECES { 3 } else { 1 };
+            let words: Vec<u64> = run
+                .iter()
+                .flat_map(|item| &item.2[..words])
+                .copied()
+                .collect();
+            out.extend_from_slice(&claims_block(kind, &words));
         }
-        flush_pieces(&mut out, &mut pieces);
-        flush_marks(&mut out, &mut marks);
         out
     }
 }
 
-/// Appends a block of `pieces` (if any) to `out` and empties the list.
-fn flush_pieces(out: &mut Vec<u8>, pieces: &mut Vec<Piece>) {
-    if !pieces.is_empty() {
-        out.extend_from_slice(&pieces_block(pieces));
-        pieces.clear();
-    }
-}
-
-/// Appends a block of `marks` (if any) to `out` and empties the list.
-fn flush_marks(out: &mut Vec<u8>, marks: &mut Vec<u64>) {
-    if !marks.is_empty() {
-        out.extend_from_slice(&marks_block(marks));
-        marks.clear();
-    }
-}
-
-fn pieces_block(pieces: &[Piece]) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(24 * pieces.len());
-    for piece in pieces {
-        payload.extend_from_slice(&piece.from.to_le_bytes());
-        payload.extend_from_slice(&piece.to.to_le_bytes());
-        payload.extend_from_slice(&u64::from(piece.crc).to_le_bytes());
-    }
+/// One block of claims of `kind`, their words in order.
+fn claims_block(kind: u16, words: &[u64]) -> Vec<u8> {
+    let payload: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     let mut out = Vec::new();
-    encode_block(&mut out, SUMS_MAGIC, SUMS_VERSION, KIND_PIECES, &payload);
+    encode_block(&mut out, SUMS_MAGIC, SUMS_VERSION, kind, &payload);
     out
 }
 
-fn marks_block(marks: &[u64]) -> Vec<u8> {
-    let payload: Vec<u8> = marks.iter().flat_map(|m| m.to_le_bytes()).collect();
-    let mut out = Vec::new();
-    encode_block(&mut out, SUMS_MAGIC, SUMS_VERSION, KIND_MARKS, &payload);
-    out
+/// `[from, to)` cut at page boundaries (pages of `2^page_bits` bytes).
+pub(crate) fn page_spans(from: u64, to: u64, page_bits: u32) -> impl Iterator<Item = (u64, u64)> {
+    let mut start = from;
+    std::iter::from_fn(move || {
+        (start < to).then(|| {
+            let span = (start, to.min(((start >> page_bits) + 1) << page_bits));
+            start = span.1;
+            span
+        })
+    })
 }
 
 /// What reading the side file found.
@@ -392,7 +372,11 @@ impl Sums {
         if pieces.is_empty() {
             return Ok(());
         }
-        let block = pieces_block(pieces);
+        let words: Vec<u64> = pieces
+            .iter()
+            .flat_map(|p| [p.from, p.to, u64::from(p.crc)])
+            .collect();
+        let block = claims_block(KIND_PIECES, &words);
         let mut state = self.state.lock();
         state.file.append(&block)?;
         state.file_bytes += block.len() as u64;
