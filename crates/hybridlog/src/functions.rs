@@ -106,7 +106,9 @@ pub trait Functions: Send + Sync + 'static {
 
     /// Updates a value in the mutable region in place, concurrently with
     /// other threads. Return `false` to have the store copy it instead (for
-    /// example because the new value would not fit).
+    /// example because the new value would not fit): the store then seals
+    /// the record and waits for in-place updates already running on it, so
+    /// the copy misses none of them.
     fn in_place(&self, value: &Value<'_>, input: &Self::Input) -> bool;
 
     /// Length of the value an RMW copies from `old`.

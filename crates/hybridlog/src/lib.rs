@@ -64,6 +64,7 @@ mod sums;
 mod sync;
 #[cfg(test)]
 mod tests;
+mod windows;
 
 pub use checkpoint::CheckpointKind;
 pub use epochdb_storage::{CrashMode, RealStorage, SimStorage, Storage};

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! word 0  header: bits 0..48 previous address, 48..61 version (13 bits),
-//!                 bit 61 invalid, bit 62 tombstone, bit 63 reserved (0)
+//!                 bit 61 invalid, bit 62 tombstone, bit 63 sealed
 //! word 1  key length in bytes (u32, low half) | value length (u32, high)
 //! word 2… key bytes, zero-padded to whole words
 //!         value bytes, zero-padded to whole words
@@ -28,6 +28,10 @@ pub(crate) const VERSION_BITS: u32 = 13;
 pub(crate) const VERSION_MASK: u64 = (1 << VERSION_BITS) - 1;
 const INVALID_BIT: u64 = 1 << 61;
 const TOMBSTONE_BIT: u64 = 1 << 62;
+/// Set on a record in the mutable region that an RMW is about to copy
+/// because its in-place updater declined (FASTER C#'s "sealed" record):
+/// nobody updates it in place from then on. A new record never has it.
+pub(crate) const SEALED_BIT: u64 = 1 << 63;
 /// Bytes of the header and length words.
 pub(crate) const RECORD_HEADER_BYTES: usize = 16;
 
@@ -68,6 +72,14 @@ impl Header {
     /// The record marks its key deleted.
     pub(crate) fn tombstone(self) -> bool {
         self.0 & TOMBSTONE_BIT != 0
+    }
+
+    /// The record must not be updated in place any more: an RMW whose
+    /// in-place updater declined is copying it (see `Session::seal`). Only
+    /// meaningful in the mutable region; below read-only every record is
+    /// immutable anyway.
+    pub(crate) fn sealed(self) -> bool {
+        self.0 & SEALED_BIT != 0
     }
 
     /// This header with the invalid bit set.
@@ -161,6 +173,11 @@ mod tests {
         assert_eq!(h.version(), 8191);
         assert!(h.tombstone());
         assert!(!h.invalid());
+        assert!(!h.sealed(), "a new record is not sealed");
+        let sealed = Header(h.0 | SEALED_BIT);
+        assert!(sealed.sealed() && !sealed.invalid() && sealed.tombstone());
+        assert_eq!(sealed.previous(), h.previous());
+        assert_eq!(sealed.version(), h.version());
         let h = h.with_invalid();
         assert!(h.invalid());
         assert_eq!(h.version(), 8191);

@@ -17,6 +17,11 @@
 //! | `head ≤ l < safe_read_only`         | copy to the tail                         | (same)                    | (same)                | copy         |
 //! | `l < head`                          | read from disk, pending                  | (same)                    | (same)                | (same)       |
 //!
+//! A record in the mutable region whose RMW updater declined is *sealed*
+//! and copied (`Session::seal_and_settle`, `windows.rs`): from then on
+//! nobody updates it in place; a blind update appends, an RMW seals it too
+//! and copies it once no session's in-place window is still open on it.
+//!
 //! In PREPARE (and for a request issued before the session's CPR point,
 //! whenever it is retried) the request holds a shared latch on its bucket
 //! while it runs or is pending, and a record of version v+1 means the CPR
@@ -50,6 +55,7 @@ use crate::io::{IoDone, IoMessage, IoRequest};
 use crate::log::Log;
 use crate::record::{
     hash_key, key_words, lengths_word, record_bytes, record_version, split_lengths, words, Header,
+    SEALED_BIT,
 };
 use crate::state::{Phase, SystemState};
 use crate::store::{Inner, OlderInPlace, ShiftMode};
@@ -477,6 +483,8 @@ impl<F: Functions> Session<F> {
             }
         }
         self.inner.dormant.lock().insert(self.id, self.serial);
+        // Closed even if an updater of ours panicked inside it.
+        self.close_window();
         let slot = &self.inner.slots[self.slot];
         slot.active.store(false, SeqCst);
         slot.taken.store(false, SeqCst);
@@ -693,6 +701,7 @@ impl<F: Functions> Session<F> {
         } else {
             None
         };
+        self.open_window();
         let outcome = match self.first_record(key, hash, |log| log.read_only()) {
             First::Record {
                 address,
@@ -700,7 +709,7 @@ impl<F: Functions> Session<F> {
                 header,
                 value,
                 ..
-            } if !header.tombstone() => {
+            } if !header.tombstone() && !header.sealed() => {
                 let allowed = match phase {
                     Phase::Rest => true,
                     Phase::Prepare => header.version() != record_version(self.local.version + 1),
@@ -749,10 +758,45 @@ impl<F: Functions> Session<F> {
             }
             _ => InPlace::No,
         };
+        self.close_window();
         if let Some(bucket) = latch {
             bucket.release_shared();
         }
         outcome
+    }
+
+    /// Opens this session's in-place window (`windows.rs`): from here
+    /// until [`Session::close_window`] it may update a record in place,
+    /// having read its header unsealed after this point.
+    #[inline(always)]
+    fn open_window(&self) {
+        self.inner.windows.open(self.slot);
+    }
+
+    /// Closes this session's in-place window.
+    #[inline(always)]
+    fn close_window(&self) {
+        self.inner.windows.close(self.slot);
+    }
+
+    /// Seals the record at `address`, in the mutable region, which this RMW
+    /// must copy (its in-place updater declined, or another RMW sealed it
+    /// first), and waits until no session can still be updating it in
+    /// place (see `windows.rs` for why and how). Every copier seals (the
+    /// bit may be set already). `false`: the windows are not in use yet
+    /// (the store's first such copy waits for every session to refresh,
+    /// `InPlaceWindows::ready`); retry after a refresh.
+    #[must_use]
+    fn seal_and_settle(&self, address: u64) -> bool {
+        if !self.inner.windows.ready(&self.inner.epochs) {
+            return false;
+        }
+        self.inner.log.record(address)[0].fetch_or(SEALED_BIT, SeqCst);
+        // This session updates nothing in place from here on in this
+        // attempt; two copiers must not wait for each other.
+        self.close_window();
+        self.inner.windows.settle(self.slot);
+        true
     }
 
     /// The source of an update's copy without `execute` (FASTER's
@@ -1338,9 +1382,29 @@ impl<F: Functions> Session<F> {
     }
 
     /// Algorithm 3 (mode PREPARE) and Algorithm 4 (the other modes) for
-    /// Upsert, RMW and Delete.
+    /// Upsert, RMW and Delete, inside the session's in-place window.
     #[allow(clippy::too_many_arguments)]
     fn update_attempt(
+        &self,
+        op: Op<&[u8], &F::Input>,
+        key: &[u8],
+        hash: u64,
+        version: u32,
+        mode: Phase,
+        old_request: bool,
+        disk: Option<(u64, &[u8])>,
+        scratch: &mut Scratch,
+    ) -> Outcome {
+        self.open_window();
+        let outcome =
+            self.update_attempt_in_window(op, key, hash, version, mode, old_request, disk, scratch);
+        self.close_window();
+        outcome
+    }
+
+    /// [`Session::update_attempt`]'s body.
+    #[allow(clippy::too_many_arguments)]
+    fn update_attempt_in_window(
         &self,
         op: Op<&[u8], &F::Input>,
         key: &[u8],
@@ -1468,6 +1532,17 @@ impl<F: Functions> Session<F> {
                         } else if address >= log.read_only() {
                             if header.tombstone() {
                                 Plan::Append(Old::None)
+                            } else if header.sealed() {
+                                // An RMW is copying it (`seal_and_settle`):
+                                // no update in place any more. A blind
+                                // update appends at once; an RMW copies it
+                                // too, once nobody can be adding to it.
+                                if let Op::Rmw(_) = op {
+                                    if !self.seal_and_settle(address) {
+                                        return Outcome::Retry;
+                                    }
+                                }
+                                Plan::Append(old)
                             } else {
                                 in_place_older = header.version() != mine;
                                 Plan::InPlace(address)
@@ -1552,6 +1627,14 @@ impl<F: Functions> Session<F> {
                     {
                         log.mark_dirty(address);
                         return Outcome::Done(Status::Ok);
+                    }
+                    // Declined: copied below, once nobody can be updating
+                    // it in place any more.
+                    Op::Rmw(_) => {
+                        let sealed = self.seal_and_settle(address);
+                        if !sealed {
+                            return Outcome::Retry;
+                        }
                     }
                     Op::Upsert(new) if new.len() == value_len => {
                         if value_len == 8 {

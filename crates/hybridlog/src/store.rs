@@ -25,6 +25,7 @@ use crate::log::{Geometry, Log};
 use crate::recovery;
 use crate::session::Session;
 use crate::state::{Phase, SystemState};
+use crate::windows::InPlaceWindows;
 
 /// How a store is laid out in memory. The index size and the memory budget
 /// are chosen at open; a recovered store keeps its checkpoint's index size
@@ -230,6 +231,8 @@ pub(crate) struct Inner<F: Functions> {
     /// The global `SystemState`, packed.
     pub(crate) state: CachePadded<AtomicU64>,
     pub(crate) slots: Box<[SessionSlot]>,
+    /// Each session's in-place window, by slot (`windows.rs`).
+    pub(crate) windows: InPlaceWindows,
     pub(crate) io: Sender<IoMessage>,
     storage: Arc<dyn Storage>,
     dir: PathBuf,
@@ -552,6 +555,7 @@ impl<F: Functions> Store<F> {
             slots: (0..config.max_sessions)
                 .map(|_| SessionSlot::default())
                 .collect(),
+            windows: InPlaceWindows::new(config.max_sessions),
             io: io_tx,
             storage,
             dir: dir.to_path_buf(),
