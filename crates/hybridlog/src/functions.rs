@@ -156,3 +156,38 @@ impl Functions for AddU64 {
         value.copy_from_slice(&old.wrapping_add(*input).to_le_bytes());
     }
 }
+
+/// [`AddU64`] whose in-place updater declines whenever the counter is a
+/// multiple of 16, so that the store seals and copies mutable records now
+/// and then (`Session::seal_and_settle`); the sums come out the same. The
+/// sum-store tests and `epochdb crashtest --store hybridlog` use it to run
+/// that path under concurrency, checkpoints and crashes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AddU64Declining;
+
+impl Functions for AddU64Declining {
+    type Input = u64;
+
+    fn initial_len(&self, input: &u64) -> usize {
+        AddU64.initial_len(input)
+    }
+
+    fn initial(&self, input: &u64, value: &mut [u8]) {
+        AddU64.initial(input, value);
+    }
+
+    fn in_place(&self, value: &Value<'_>, input: &u64) -> bool {
+        if value.len() == 8 && value.word(0).load(Relaxed).is_multiple_of(16) {
+            return false;
+        }
+        AddU64.in_place(value, input)
+    }
+
+    fn copy_len(&self, old: &[u8], input: &u64) -> usize {
+        AddU64.copy_len(old, input)
+    }
+
+    fn copy(&self, old: &[u8], input: &u64, value: &mut [u8]) {
+        AddU64.copy(old, input, value);
+    }
+}

@@ -69,7 +69,7 @@ mod windows;
 pub use checkpoint::CheckpointKind;
 pub use epochdb_storage::{CrashMode, RealStorage, SimStorage, Storage};
 pub use error::{Error, Result};
-pub use functions::{AddU64, Functions, Value};
+pub use functions::{AddU64, AddU64Declining, Functions, Value};
 pub use session::{Completed, OpKind, Session, Status};
 pub use state::{Phase, SystemState};
 pub use store::{

@@ -7,6 +7,10 @@
 //! serial numbers are at or below the serial number `continue_session`
 //! returns for their session — no more, no fewer.
 //!
+//! The counters' in-place updater declines when a counter is a multiple
+//! of 16 (`AddU64Declining`), so mutable records are sealed and copied
+//! too, while other sessions update them in place.
+//!
 //! Every seed picks a checkpoint kind (fold-over, snapshot, incremental
 //! snapshot, or a mix changing per checkpoint) and a shift mode (fine or
 //! coarse), and a third of the seeds also fail one write or sync of the
@@ -23,7 +27,7 @@ use std::sync::Arc;
 mod common;
 
 use epochdb_hybridlog::{
-    AddU64, CheckpointKind, Config, CrashMode, Error, Phase, ShiftMode, SimStorage, Store,
+    AddU64Declining, CheckpointKind, Config, CrashMode, Error, Phase, ShiftMode, SimStorage, Store,
 };
 use epochdb_storage::{FaultKind, FaultOp};
 use rand::rngs::SmallRng;
@@ -74,7 +78,8 @@ fn run_seed(seed: u64) -> (u64, u64) {
     } else {
         ShiftMode::Coarse
     };
-    let store = Arc::new(Store::open(Arc::new(disk.clone()), dir, config(shift), AddU64).unwrap());
+    let store =
+        Arc::new(Store::open(Arc::new(disk.clone()), dir, config(shift), AddU64Declining).unwrap());
     let mut rng = SmallRng::seed_from_u64(seed);
     if rng.gen_ratio(1, 3) {
         let op = if rng.gen_bool(0.5) {
@@ -210,7 +215,7 @@ fn run_seed(seed: u64) -> (u64, u64) {
     watchdog.join().unwrap();
     drop(store);
 
-    let store = Store::open(Arc::new(restarted), dir, config(shift), AddU64)
+    let store = Store::open(Arc::new(restarted), dir, config(shift), AddU64Declining)
         .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
     let mut expected = vec![0u64; KEYS as usize];
     let mut committed_total = 0;

@@ -1,11 +1,11 @@
 //! What the crash tests share: reading every counter back after recovery.
 
-use epochdb_hybridlog::{AddU64, Config, ShiftMode, Status, Store};
+use epochdb_hybridlog::{Config, Functions, ShiftMode, Status, Store};
 
 /// Counters `0..keys` of `store` (8-byte little-endian values; 0 where a
 /// key is absent), read in one session, from disk where they are there.
 #[allow(dead_code)] // not every test file that shares this module uses it
-pub(crate) fn read_counters(store: &Store<AddU64>, keys: u64) -> Vec<u64> {
+pub(crate) fn read_counters<F: Functions>(store: &Store<F>, keys: u64) -> Vec<u64> {
     let counter = |bytes: &[u8]| u64::from_le_bytes(bytes[..8].try_into().unwrap());
     let mut session = store.start_session().unwrap();
     let mut counters = vec![0; keys as usize];
