@@ -1314,8 +1314,9 @@ impl<F: Functions> Session<F> {
             }
             *latched = true;
         }
-        let mut outcome =
-            self.update_attempt(op, key, hash, version, mode, old_request, disk, scratch);
+        let mut outcome = self.in_window(|| {
+            self.update_attempt(op, key, hash, version, mode, old_request, disk, scratch)
+        });
         if mode == Phase::Prepare && !*latched && matches!(outcome, Outcome::Pending(_)) {
             // The coarse shift (Appendix B): a PREPARE request latches its
             // bucket only when it goes pending. Run it again holding the
@@ -1325,7 +1326,9 @@ impl<F: Functions> Session<F> {
                 return Outcome::Shift;
             }
             *latched = true;
-            outcome = self.update_attempt(op, key, hash, version, mode, old_request, disk, scratch);
+            outcome = self.in_window(|| {
+                self.update_attempt(op, key, hash, version, mode, old_request, disk, scratch)
+            });
         }
         let release = match outcome {
             Outcome::Done(_) | Outcome::Shift | Outcome::Failed(_) => true,
@@ -1381,30 +1384,19 @@ impl<F: Functions> Session<F> {
         }
     }
 
-    /// Algorithm 3 (mode PREPARE) and Algorithm 4 (the other modes) for
-    /// Upsert, RMW and Delete, inside the session's in-place window.
-    #[allow(clippy::too_many_arguments)]
-    fn update_attempt(
-        &self,
-        op: Op<&[u8], &F::Input>,
-        key: &[u8],
-        hash: u64,
-        version: u32,
-        mode: Phase,
-        old_request: bool,
-        disk: Option<(u64, &[u8])>,
-        scratch: &mut Scratch,
-    ) -> Outcome {
+    /// Runs `attempt` inside the session's in-place window (`windows.rs`).
+    #[inline(always)]
+    fn in_window<R>(&self, attempt: impl FnOnce() -> R) -> R {
         self.open_window();
-        let outcome =
-            self.update_attempt_in_window(op, key, hash, version, mode, old_request, disk, scratch);
+        let outcome = attempt();
         self.close_window();
         outcome
     }
 
-    /// [`Session::update_attempt`]'s body.
+    /// Algorithm 3 (mode PREPARE) and Algorithm 4 (the other modes) for
+    /// Upsert, RMW and Delete. Runs inside the session's in-place window.
     #[allow(clippy::too_many_arguments)]
-    fn update_attempt_in_window(
+    fn update_attempt(
         &self,
         op: Op<&[u8], &F::Input>,
         key: &[u8],
