@@ -118,8 +118,8 @@ impl InPlaceWindows {
 
     /// Called by a copier after [`InPlaceWindows::ready`] and its seal of a
     /// record, with its own window (`slot`) closed: returns once every
-    /// window open at its fence has closed. A window opened later reads the header after the seal and
-    /// stays out of the record.
+    /// window open at its fence has closed. A window opened later reads
+    /// the header after the seal and stays out of the record.
     pub(crate) fn settle(&self, slot: usize) {
         debug_assert!(!is_open(self.windows[slot].load(Relaxed)));
         fence(SeqCst);

@@ -20,15 +20,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use epochdb_hybridlog::{
-    CheckpointKind, Config, CrashMode, Functions, SimStorage, Status, Store, Value,
+    AddU64, CheckpointKind, Config, CrashMode, Functions, SimStorage, Status, Store, Value,
 };
 
 const KEYS: u64 = 16;
 const THREADS: u64 = 3;
 const DECLINE_EVERY: u64 = 4;
 
-/// [`epochdb_hybridlog::AddU64`], except that the in-place updater declines
+/// [`AddU64`], except that the in-place updater declines
 /// one call in [`DECLINE_EVERY`] (counted over all threads).
 #[derive(Default)]
 struct SometimesDeclines {
@@ -38,12 +40,12 @@ struct SometimesDeclines {
 impl Functions for SometimesDeclines {
     type Input = u64;
 
-    fn initial_len(&self, _input: &u64) -> usize {
-        8
+    fn initial_len(&self, input: &u64) -> usize {
+        AddU64.initial_len(input)
     }
 
     fn initial(&self, input: &u64, value: &mut [u8]) {
-        value.copy_from_slice(&input.to_le_bytes());
+        AddU64.initial(input, value);
     }
 
     fn in_place(&self, value: &Value<'_>, input: &u64) -> bool {
@@ -54,17 +56,15 @@ impl Functions for SometimesDeclines {
         {
             return false;
         }
-        value.word(0).fetch_add(*input, Ordering::Relaxed);
-        true
+        AddU64.in_place(value, input)
     }
 
-    fn copy_len(&self, _old: &[u8], _input: &u64) -> usize {
-        8
+    fn copy_len(&self, old: &[u8], input: &u64) -> usize {
+        AddU64.copy_len(old, input)
     }
 
     fn copy(&self, old: &[u8], input: &u64, value: &mut [u8]) {
-        let old = u64::from_le_bytes(old[..8].try_into().unwrap());
-        value.copy_from_slice(&old.wrapping_add(*input).to_le_bytes());
+        AddU64.copy(old, input, value);
     }
 }
 
@@ -161,21 +161,7 @@ fn run(
         .map(|thread| {
             let (store, stop) = (store.clone(), stop.clone());
             std::thread::spawn(move || {
-                let mut session = store.start_session().unwrap();
-                let mut issued = 0u64;
-                let mut pending = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let key = (issued / 8 + thread) % KEYS;
-                    if session.rmw(&key.to_le_bytes(), 1).unwrap() == Status::Pending {
-                        pending += 1;
-                    }
-                    issued += 1;
-                    if issued.is_multiple_of(64) {
-                        session.complete_pending(false).unwrap();
-                    }
-                }
-                session.complete_pending(true).unwrap();
-                (issued, pending)
+                common::increment_until(&store, &stop, |issued| (issued / 8 + thread) % KEYS)
             })
         })
         .collect();

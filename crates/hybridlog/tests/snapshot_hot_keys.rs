@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use epochdb_hybridlog::{AddU64, CheckpointKind, Config, SimStorage, Status, Store};
+use epochdb_hybridlog::{AddU64, CheckpointKind, Config, SimStorage, Store};
 
 const KEYS: u64 = 20_000;
 const THREADS: u64 = 3;
@@ -49,21 +49,9 @@ fn hot_keys_lose_no_increment_while_snapshots_run() {
         .map(|_| {
             let (store, stop, cursor) = (store.clone(), stop.clone(), cursor.clone());
             std::thread::spawn(move || {
-                let mut session = store.start_session().unwrap();
-                let mut issued = 0u64;
-                let mut pending = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let key = cursor.fetch_add(1, Ordering::Relaxed) / 2 % KEYS;
-                    if session.rmw(&key.to_le_bytes(), 1).unwrap() == Status::Pending {
-                        pending += 1;
-                    }
-                    issued += 1;
-                    if issued.is_multiple_of(64) {
-                        session.complete_pending(false).unwrap();
-                    }
-                }
-                session.complete_pending(true).unwrap();
-                (issued, pending)
+                common::increment_until(&store, &stop, |_| {
+                    cursor.fetch_add(1, Ordering::Relaxed) / 2 % KEYS
+                })
             })
         })
         .collect();

@@ -1,5 +1,7 @@
 //! What the crash tests share: reading every counter back after recovery.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use epochdb_hybridlog::{Config, Functions, ShiftMode, Status, Store};
 
 /// Counters `0..keys` of `store` (8-byte little-endian values; 0 where a
@@ -39,4 +41,31 @@ pub(crate) fn mostly_copies_config(shift_mode: ShiftMode) -> Config {
         shift_mode,
         ..Config::default()
     }
+}
+
+/// One session's part of a hot-key test: RMW-adds 1 to the key
+/// `next_key(issued)` gives until `stop`, completing pending requests every
+/// 64 operations and all of them at the end. Returns (increments issued,
+/// how many went pending).
+#[allow(dead_code)] // not every test file that shares this module uses it
+pub(crate) fn increment_until<F: Functions<Input = u64>>(
+    store: &Store<F>,
+    stop: &AtomicBool,
+    mut next_key: impl FnMut(u64) -> u64,
+) -> (u64, u64) {
+    let mut session = store.start_session().unwrap();
+    let mut issued = 0u64;
+    let mut pending = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let key = next_key(issued);
+        if session.rmw(&key.to_le_bytes(), 1).unwrap() == Status::Pending {
+            pending += 1;
+        }
+        issued += 1;
+        if issued.is_multiple_of(64) {
+            session.complete_pending(false).unwrap();
+        }
+    }
+    session.complete_pending(true).unwrap();
+    (issued, pending)
 }
