@@ -4,14 +4,19 @@
 //! Each image is a deterministic single-session workload over 8-byte and
 //! variable-length keys (upserts, RMWs, deletes) with checkpoints of one
 //! kind in between; it is captured as the synced files after a power cut,
-//! so recovery must come back to the last checkpoint's state.
+//! so recovery must come back to the last checkpoint's state. The
+//! `hybridlog-fixed` image's store has the fixed record layout (8-byte keys
+//! and values only); the others have the variable one, and were made with
+//! metadata format 3, before the layout was recorded (kept so that the
+//! fuzzers and `tests/images.rs` read stores of that format too).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use epochdb_hybridlog::{
-    AddU64, CheckpointKind, Config, CrashMode, Session, SimStorage, Status, Storage, Store,
+    AddU64, CheckpointKind, Config, CrashMode, RecordLayout, Session, SimStorage, Status, Storage,
+    Store,
 };
 
 use crate::damage::Damage;
@@ -20,11 +25,15 @@ use crate::image::{self, Image};
 /// The store's directory in every image.
 pub const DIR: &str = "/hlog";
 /// The images, by name (`images/NAME.img`).
-pub const IMAGES: [&str; 3] = [
+pub const IMAGES: [&str; 4] = [
     "hybridlog-foldover",
     "hybridlog-snapshot",
     "hybridlog-truncated",
+    "hybridlog-fixed",
 ];
+
+/// The image whose store has the fixed record layout.
+const FIXED_IMAGE: &str = "hybridlog-fixed";
 
 /// The store's configuration: 4 KiB pages, eight of them in memory, 16 KiB
 /// log segments and a small index, so the images hold evicted pages,
@@ -69,6 +78,19 @@ fn var_key(i: u64) -> Vec<u8> {
 /// Every key a workload touches.
 pub fn keys() -> Vec<Vec<u8>> {
     (0..600).map(u64_key).chain((0..100).map(var_key)).collect()
+}
+
+/// The fixed layout's 8-byte counters only: no variable-length key or
+/// value.
+fn fixed_only(steps: Vec<Step>) -> Vec<Step> {
+    steps
+        .into_iter()
+        .filter(|step| match step {
+            Step::Upsert(k, v) => k.len() == 8 && v.len() == 8,
+            Step::Rmw(k, _) | Step::Delete(k) => k.len() == 8,
+            _ => true,
+        })
+        .collect()
 }
 
 /// Loads: 600 counters, 100 values of 0–49 bytes.
@@ -116,6 +138,15 @@ fn workload(name: &str) -> Vec<Step> {
             steps.extend(churn(2));
             steps.push(checkpoint(false, CheckpointKind::IncrementalSnapshot));
             steps.extend(churn(3));
+        }
+        FIXED_IMAGE => {
+            steps = fixed_only(steps);
+            steps.push(checkpoint(true, CheckpointKind::FoldOver));
+            steps.extend(fixed_only(churn(1)));
+            steps.push(checkpoint(false, CheckpointKind::Snapshot));
+            steps.extend(fixed_only(churn(2)));
+            steps.push(checkpoint(false, CheckpointKind::IncrementalSnapshot));
+            steps.extend(fixed_only(churn(3)));
         }
         "hybridlog-truncated" => {
             steps.push(checkpoint(true, CheckpointKind::Snapshot));
@@ -199,7 +230,18 @@ fn settle(session: &mut Session<AddU64>, status: epochdb_hybridlog::Result<Statu
 pub fn build(name: &str) -> Image {
     let disk = SimStorage::new(1);
     let storage: Arc<dyn Storage> = Arc::new(disk.clone());
-    let store = Store::open(storage, Path::new(DIR), config(), AddU64).expect("open");
+    let config = if name == FIXED_IMAGE {
+        Config {
+            record_layout: RecordLayout::Fixed {
+                key_bytes: 8,
+                value_bytes: 8,
+            },
+            ..config()
+        }
+    } else {
+        config()
+    };
+    let store = Store::open(storage, Path::new(DIR), config, AddU64).expect("open");
     let mut session = store.start_session().expect("session");
     let mut cut = 0;
     for step in workload(name) {
@@ -240,7 +282,11 @@ pub fn read_all(store: &Store<AddU64>) -> epochdb_hybridlog::Result<BTreeMap<Vec
     let mut out = BTreeMap::new();
     let mut waiting = BTreeMap::new();
     let mut value = Vec::new();
+    let fixed = store.record_layout() != RecordLayout::Variable;
     for key in keys() {
+        if fixed && key.len() != 8 {
+            continue;
+        }
         match session.read(&key, &mut value)? {
             Status::Ok => drop(out.insert(key, value.clone())),
             Status::NotFound => {}
@@ -293,6 +339,8 @@ fn exercise(store: &Store<AddU64>) -> epochdb_hybridlog::Result<()> {
         session.upsert(&u64_key(k), &k.to_le_bytes())?;
         session.rmw(&u64_key(k + 3), 5)?;
     }
-    session.delete(&var_key(3))?;
+    if store.record_layout() == RecordLayout::Variable {
+        session.delete(&var_key(3))?;
+    }
     checkpoint(store, &mut session, false, CheckpointKind::FoldOver)
 }

@@ -36,10 +36,11 @@ use std::thread::JoinHandle;
 
 use epochdb_storage::{blocks, encode_block, FrameError, Storage, StorageFile};
 
-use crate::address::{PAGE_BITS_MAX, PAGE_BITS_MIN};
+use crate::address::{FIRST_ADDRESS, PAGE_BITS_MAX, PAGE_BITS_MIN};
 use crate::chunk_writer::{BufferPool, ChunkWriter, WRITE_CHUNK_BYTES};
 use crate::error::{Error, Result};
 use crate::index::Index;
+use crate::record::{Layout, RecordLayout};
 use epochdb_storage::DirectVec;
 
 /// Magic of checkpoint metadata ("HLCM").
@@ -56,7 +57,11 @@ pub(crate) const FORMAT_VERSION: u16 = 1;
 const META_VERSION_SNAPSHOTS: u16 = 2;
 /// Format version of metadata whose log has checksums (`log.sums`); the
 /// payload is laid out as in version 2.
-const META_VERSION: u16 = 3;
+const META_VERSION_SUMS: u16 = 3;
+/// Format version of metadata that names the record layout: version 3's
+/// payload and two more words, the fixed key and value lengths (both zero:
+/// the variable layout). Logs of versions 1–3 are of the variable layout.
+const META_VERSION: u16 = 4;
 const KIND_META: u16 = 1;
 const KIND_SNAP_HEADER: u16 = 4;
 const KIND_SNAP_PIECE: u16 = 5;
@@ -176,6 +181,8 @@ pub(crate) struct Metadata {
     /// `log.sums` holds a checksum for every log byte the checkpoint needs
     /// (metadata version 3); older stores' logs have none.
     pub(crate) log_sums: bool,
+    /// How the log's records hold their lengths.
+    pub(crate) layout: RecordLayout,
 }
 
 pub(crate) fn meta_name(version: u32) -> String {
@@ -231,12 +238,24 @@ impl Metadata {
             put(u64::from(piece.file));
             put(piece.offset);
         }
-        let mut out = Vec::new();
         let version = if self.log_sums {
+            let (key, value) = match self.layout {
+                RecordLayout::Variable => (0, 0),
+                RecordLayout::Fixed {
+                    key_bytes,
+                    value_bytes,
+                } => (key_bytes, value_bytes),
+            };
+            put(u64::from(key));
+            put(u64::from(value));
             META_VERSION
         } else {
+            // A store recovered from a checkpoint older than checksums
+            // keeps writing its format (the variable layout).
+            debug_assert_eq!(self.layout, RecordLayout::Variable);
             META_VERSION_SNAPSHOTS
         };
+        let mut out = Vec::new();
         encode_block(&mut out, META_MAGIC, version, KIND_META, &payload);
         out
     }
@@ -280,6 +299,40 @@ impl Metadata {
             .ok()
             .filter(|b| (PAGE_BITS_MIN..=PAGE_BITS_MAX).contains(b))
             .ok_or_else(|| corrupt(16, format!("page bits {}", words[7])))?;
+        let mut words = &words[..];
+        let layout = if block.version >= META_VERSION {
+            let [rest @ .., key, value] = words else {
+                return Err(wrong_length());
+            };
+            words = rest;
+            match (*key, *value) {
+                (0, 0) => RecordLayout::Variable,
+                (key, value) => {
+                    let fixed = u32::try_from(key)
+                        .ok()
+                        .filter(|&k| k > 0)
+                        .zip(u32::try_from(value).ok())
+                        .filter(|&(k, v)| {
+                            Layout::new(RecordLayout::Fixed {
+                                key_bytes: k,
+                                value_bytes: v,
+                            })
+                            .record_bytes(0, 0)
+                                <= (1usize << page_bits) - FIRST_ADDRESS as usize
+                        })
+                        .ok_or_else(|| corrupt(16, format!("record layout {key}, {value}")))?;
+                    RecordLayout::Fixed {
+                        key_bytes: fixed.0,
+                        value_bytes: fixed.1,
+                    }
+                }
+            }
+        } else {
+            RecordLayout::Variable
+        };
+        if words.len() < sessions_end {
+            return Err(wrong_length());
+        }
         let (kind, snapshot, segment_bits) = if block.version == FORMAT_VERSION {
             if words.len() != sessions_end {
                 return Err(wrong_length());
@@ -330,7 +383,8 @@ impl Metadata {
             kind,
             snapshot,
             segment_bits,
-            log_sums: block.version >= META_VERSION,
+            log_sums: block.version >= META_VERSION_SUMS,
+            layout,
         };
         // Begin may pass l_h: the log was truncated after the index
         // checkpoint (recovery replays from the higher of the two).
@@ -1024,9 +1078,24 @@ mod tests {
                 Just(Some(u64::MAX - 100)),
                 meta_word().prop_map(Some)
             ],
+            prop_oneof![
+                Just(RecordLayout::Variable),
+                (0u32..20, 0u32..200).prop_map(|(key_bytes, value_bytes)| {
+                    RecordLayout::Fixed {
+                        key_bytes,
+                        value_bytes,
+                    }
+                }),
+                (any::<u32>(), any::<u32>()).prop_map(|(key_bytes, value_bytes)| {
+                    RecordLayout::Fixed {
+                        key_bytes,
+                        value_bytes,
+                    }
+                }),
+            ],
         )
             .prop_map(
-                |(a, ordered, page_bits, segment_bits, kind, pieces, start)| {
+                |(a, ordered, page_bits, segment_bits, kind, pieces, start, layout)| {
                     let kind = CheckpointKind::from_code(u64::from(kind)).expect("0..3");
                     let (l_h, l_i, l_s, l_e) = if ordered {
                         (a[0], a[1], a[2], a[3])
@@ -1064,6 +1133,7 @@ mod tests {
                         snapshot: kind.is_snapshot().then_some(SnapshotMap { start, pieces }),
                         segment_bits,
                         log_sums: true,
+                        layout,
                     }
                 },
             )
@@ -1075,6 +1145,13 @@ mod tests {
         proptest::prop_assert!(
             meta.segment_bits == 0 || (meta.page_bits..64).contains(&meta.segment_bits)
         );
+        if let RecordLayout::Fixed { key_bytes, .. } = meta.layout {
+            proptest::prop_assert!(key_bytes > 0);
+            proptest::prop_assert!(
+                Layout::new(meta.layout).record_bytes(0, 0)
+                    <= (1usize << meta.page_bits) - FIRST_ADDRESS as usize
+            );
+        }
         if let Some(map) = &meta.snapshot {
             let total: u128 = map.pieces.iter().map(|p| u128::from(p.bytes)).sum();
             proptest::prop_assert_eq!(u128::from(map.start) + total, u128::from(meta.l_e));
@@ -1104,7 +1181,7 @@ mod tests {
         ) {
             let mut payload: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             payload.truncate(payload.len().saturating_sub(cut));
-            for version in [FORMAT_VERSION, META_VERSION_SNAPSHOTS, META_VERSION] {
+            for version in [FORMAT_VERSION, META_VERSION_SNAPSHOTS, META_VERSION_SUMS, META_VERSION] {
                 let mut out = Vec::new();
                 encode_block(&mut out, META_MAGIC, version, KIND_META, &payload);
                 if let Ok(meta) = Metadata::decode(Path::new("m"), &out) {
@@ -1130,6 +1207,7 @@ mod tests {
             kind: CheckpointKind::IncrementalSnapshot,
             segment_bits: 14,
             log_sums: true,
+            layout: RecordLayout::Variable,
             snapshot: Some(SnapshotMap {
                 start: 4096,
                 pieces: vec![
@@ -1150,6 +1228,28 @@ mod tests {
         };
         let bytes = meta.encode();
         assert_eq!(Metadata::decode(Path::new("m"), &bytes).unwrap(), meta);
+        let fixed = Metadata {
+            layout: RecordLayout::Fixed {
+                key_bytes: 8,
+                value_bytes: 100,
+            },
+            ..meta.clone()
+        };
+        assert_eq!(
+            Metadata::decode(Path::new("m"), &fixed.encode()).unwrap(),
+            fixed
+        );
+        let too_large = Metadata {
+            layout: RecordLayout::Fixed {
+                key_bytes: 8,
+                value_bytes: 4096,
+            },
+            ..meta.clone()
+        };
+        assert!(
+            Metadata::decode(Path::new("m"), &too_large.encode()).is_err(),
+            "a fixed record larger than a page is refused"
+        );
         let older = Metadata {
             log_sums: false,
             ..meta.clone()

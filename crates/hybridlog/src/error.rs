@@ -40,6 +40,20 @@ pub enum Error {
     /// Keys must not be empty.
     #[error("empty key")]
     EmptyKey,
+    /// A key or value whose length the store's fixed record layout does
+    /// not hold ([`crate::RecordLayout::Fixed`]).
+    #[error("{what} of {got} bytes in a store whose records hold {expected}-byte {what}s")]
+    WrongLength {
+        /// `"key"` or `"value"`.
+        what: &'static str,
+        /// The layout's length.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
+    /// The configuration cannot work; says why.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
     /// A checkpoint is already running.
     #[error("a checkpoint is already in progress")]
     CheckpointInProgress,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use epochdb_storage::StorageFile;
 
-use crate::record::{split_lengths, words, RECORD_HEADER_BYTES};
+use crate::record::{Layout, RECORD_HEADER_BYTES};
 
 /// A read of the record at `address`.
 #[derive(Debug)]
@@ -31,21 +31,34 @@ pub(crate) struct IoDone {
     pub(crate) bytes: Result<Vec<u8>, String>,
 }
 
-/// Reads one whole record at `address` from the log file.
+/// Reads one whole record at `address` from the log file: its header and
+/// lengths first (a variable layout), then the rest; a fixed layout's
+/// record in one read.
 pub(crate) fn read_record(
     file: &dyn StorageFile,
     address: u64,
-    limit: usize,
+    (layout, limit): (Layout, usize),
 ) -> Result<Vec<u8>, String> {
+    let ends_inside = || format!("log ends inside the record at {address}");
+    if layout.fixed().is_some() {
+        let mut bytes = vec![0u8; layout.record_bytes(0, 0)];
+        let n = file
+            .read_at(address, &mut bytes)
+            .map_err(|e| e.to_string())?;
+        if n < bytes.len() {
+            return Err(ends_inside());
+        }
+        return Ok(bytes);
+    }
     let mut head = [0u8; RECORD_HEADER_BYTES];
     let n = file
         .read_at(address, &mut head)
         .map_err(|e| e.to_string())?;
     if n < RECORD_HEADER_BYTES {
-        return Err(format!("log ends inside the record at {address}"));
+        return Err(ends_inside());
     }
-    let (key_len, value_len) = split_lengths(u64::from_le_bytes(head[8..].try_into().expect("8")));
-    let total = RECORD_HEADER_BYTES + 8 * (words(key_len) + words(value_len));
+    let (key_len, value_len) = layout.lengths_in(&head);
+    let total = layout.record_bytes(key_len, value_len);
     if key_len == 0 || total > limit {
         return Err(format!("no valid record at log address {address}"));
     }
@@ -58,7 +71,7 @@ pub(crate) fn read_record(
         )
         .map_err(|e| e.to_string())?;
     if n < total - RECORD_HEADER_BYTES {
-        return Err(format!("log ends inside the record at {address}"));
+        return Err(ends_inside());
     }
     Ok(bytes)
 }
@@ -79,7 +92,7 @@ pub(crate) fn io_loop(
     file: Arc<dyn StorageFile>,
     begin: Arc<crate::log::Log>,
     requests: Receiver<IoMessage>,
-    limit: usize,
+    layout: (Layout, usize),
 ) {
     for message in requests {
         let IoMessage::Read(request) = message else {
@@ -89,7 +102,7 @@ pub(crate) fn io_loop(
         let bytes = if below_begin(&begin) {
             Ok(Vec::new())
         } else {
-            match read_record(file.as_ref(), request.address, limit) {
+            match read_record(file.as_ref(), request.address, layout) {
                 Err(_) if below_begin(&begin) => Ok(Vec::new()),
                 other => other,
             }

@@ -8,7 +8,9 @@
 //! * The HybridLog: a 48-bit logical address space, a circular buffer of
 //!   in-memory page frames, begin/head/read-only/tail with their safe
 //!   twins moved by epoch actions, asynchronous flushing and eviction, a
-//!   memory budget in bytes.
+//!   memory budget in bytes. Records are a header, key and value; a store
+//!   of any key and value lengths adds a length word, one of fixed lengths
+//!   ([`RecordLayout::Fixed`], FASTER's fixed-size records) does not.
 //! * Sessions with serial numbers: Read, Upsert, RMW (user [`Functions`]),
 //!   Delete; in-place, read-copy-update, pending, and asynchronous disk reads
 //!   completed by [`Session::complete_pending`].
@@ -70,6 +72,7 @@ pub use checkpoint::CheckpointKind;
 pub use epochdb_storage::{CrashMode, RealStorage, SimStorage, Storage};
 pub use error::{Error, Result};
 pub use functions::{AddU64, AddU64Declining, Functions, Value};
+pub use record::RecordLayout;
 pub use session::{Completed, OpKind, Session, Status};
 pub use state::{Phase, SystemState};
 pub use store::{

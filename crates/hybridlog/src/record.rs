@@ -10,15 +10,27 @@
 //!         value bytes, zero-padded to whole words
 //! ```
 //!
+//! With a fixed layout ([`RecordLayout::Fixed`], every key and every value
+//! of one size, as FASTER's fixed-size records) word 1 is left out: the key
+//! starts at word 1, and a record of 8-byte keys and values takes 24 bytes
+//! instead of 32. A tombstone keeps its (zero) value words there, so every
+//! record of such a store has the same size.
+//!
 //! Every record is 8-byte aligned and a whole number of words, so the page
 //! frames are arrays of `AtomicU64` and every access to a record that other
 //! threads may see is an atomic load or store: no data race is possible even
 //! when threads update values in place concurrently (FASTER leaves that to
 //! the user's functions; here a value is a run of atomic words).
 //!
-//! Keys are never empty, so word 1 of a record is never zero: a zero word 1
-//! where a record would start means "nothing more on this page" (the rest of
-//! a page the allocator skipped is left zero).
+//! Keys are never empty, so word 1 of a variable-layout record is never
+//! zero: a zero word 1 where a record would start means "nothing more on
+//! this page" (the rest of a page the allocator skipped is left zero). In a
+//! fixed layout every record has the same size, and the allocator leaves a
+//! page's rest unused only when a record no longer fits there, so a page
+//! holds records up to the last place one fits (`Layout::page_end`).
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::address::{ADDRESS_BITS, ADDRESS_MASK};
 
@@ -36,6 +48,188 @@ pub(crate) const SEALED_BIT: u64 = 1 << 63;
 pub(crate) const RECORD_HEADER_BYTES: usize = 16;
 
 const _: () = assert!(ADDRESS_BITS + VERSION_BITS == 61);
+
+/// How a store lays out the lengths of its records' keys and values,
+/// chosen when the store is created ([`crate::Config::record_layout`]) and
+/// kept in every checkpoint: a recovered store keeps its checkpoint's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordLayout {
+    /// Keys and values of any length; each record carries a length word
+    /// (16 bytes of header and lengths; 32 bytes for 8-byte keys and
+    /// values).
+    #[default]
+    Variable,
+    /// Every key is `key_bytes` long and every value `value_bytes`: the
+    /// record is its header, key and value (FASTER's fixed-size records,
+    /// 24 bytes for 8-byte keys and values). An operation with a key or
+    /// value of another length fails with [`crate::Error::WrongLength`];
+    /// an RMW's [`crate::Functions`] must produce values of `value_bytes`.
+    Fixed {
+        /// Bytes of every key (at least 1).
+        key_bytes: u32,
+        /// Bytes of every value (deletes keep zero bytes there).
+        value_bytes: u32,
+    },
+}
+
+/// [`RecordLayout`] as the hot paths use it: where the key starts, and the
+/// lengths when they are fixed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// `(key_len, value_len)` of every record, or `None` (variable).
+    fixed: Option<(usize, usize)>,
+}
+
+impl Layout {
+    /// The variable layout (with a length word).
+    pub(crate) const VARIABLE: Layout = Layout { fixed: None };
+
+    pub(crate) fn new(layout: RecordLayout) -> Self {
+        match layout {
+            RecordLayout::Variable => Layout::VARIABLE,
+            RecordLayout::Fixed {
+                key_bytes,
+                value_bytes,
+            } => Layout {
+                fixed: Some((key_bytes as usize, value_bytes as usize)),
+            },
+        }
+    }
+
+    /// The public description.
+    pub(crate) fn public(self) -> RecordLayout {
+        match self.fixed {
+            None => RecordLayout::Variable,
+            Some((key, value)) => RecordLayout::Fixed {
+                key_bytes: key as u32,
+                value_bytes: value as u32,
+            },
+        }
+    }
+
+    /// `(key_len, value_len)` of a fixed layout.
+    pub(crate) fn fixed(self) -> Option<(usize, usize)> {
+        self.fixed
+    }
+
+    /// The word of a record where its key starts.
+    #[inline(always)]
+    pub(crate) fn key_at(self) -> usize {
+        if self.fixed.is_some() {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Bytes before the key.
+    #[inline(always)]
+    pub(crate) fn header_bytes(self) -> usize {
+        8 * self.key_at()
+    }
+
+    /// `(key_len, value_len)` of the in-memory record starting at `record[0]`.
+    #[inline(always)]
+    pub(crate) fn lengths(self, record: &[AtomicU64]) -> (usize, usize) {
+        match self.fixed {
+            Some(lengths) => lengths,
+            None => split_lengths(record[1].load(Relaxed)),
+        }
+    }
+
+    /// `(key_len, value_len)` of the record whose bytes start `bytes`
+    /// (at least [`Layout::header_bytes`] of them).
+    #[inline]
+    pub(crate) fn lengths_in(self, bytes: &[u8]) -> (usize, usize) {
+        match self.fixed {
+            Some(lengths) => lengths,
+            None => split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8"))),
+        }
+    }
+
+    /// The key of the record whose bytes start `bytes`.
+    #[inline]
+    pub(crate) fn key_in(self, bytes: &[u8]) -> &[u8] {
+        let (key_len, _) = self.lengths_in(bytes);
+        let at = self.header_bytes();
+        &bytes[at..at + key_len]
+    }
+
+    /// The value of the record whose bytes start `bytes` (whole).
+    #[inline]
+    pub(crate) fn value_in(self, bytes: &[u8]) -> &[u8] {
+        let (key_len, value_len) = self.lengths_in(bytes);
+        let at = self.header_bytes() + 8 * words(key_len);
+        &bytes[at..at + value_len]
+    }
+
+    /// The value words of the in-memory record starting at `record[0]`.
+    #[inline(always)]
+    pub(crate) fn value(self, record: &[AtomicU64]) -> crate::functions::Value<'_> {
+        let (key_len, value_len) = self.lengths(record);
+        let at = self.key_at() + words(key_len);
+        crate::functions::Value::new(&record[at..at + words(value_len)], value_len)
+    }
+
+    /// Bytes of a record with these lengths (a fixed layout: always its
+    /// one size, a tombstone's too).
+    #[inline(always)]
+    pub(crate) fn record_bytes(self, key_len: usize, value_len: usize) -> usize {
+        match self.fixed {
+            Some((key, value)) => 8 * (1 + words(key) + words(value)),
+            None => record_bytes(key_len, value_len),
+        }
+    }
+
+    /// Writes the lengths word of a new record (a variable layout only).
+    #[inline(always)]
+    pub(crate) fn write_lengths(self, record: &[AtomicU64], key_len: usize, value_len: usize) {
+        if self.fixed.is_none() {
+            record[1].store(lengths_word(key_len, value_len), Relaxed);
+        }
+    }
+
+    /// Whether a key of `len` bytes fits the layout.
+    #[inline(always)]
+    pub(crate) fn check_key(self, len: usize) -> Result<(), crate::Error> {
+        match self.fixed {
+            Some((key, _)) if key != len => Err(crate::Error::WrongLength {
+                what: "key",
+                expected: key,
+                got: len,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a value of `len` bytes fits the layout.
+    #[inline(always)]
+    pub(crate) fn check_value(self, len: usize) -> Result<(), crate::Error> {
+        match self.fixed {
+            Some((_, value)) if value != len => Err(crate::Error::WrongLength {
+                what: "value",
+                expected: value,
+                got: len,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the records of `page` (or of a chunk's last, partial page)
+    /// have ended at `offset`, where a scan would read the next one. A
+    /// variable layout ends at a zero length word; a fixed one where a
+    /// record no longer fits.
+    #[inline]
+    pub(crate) fn page_end(self, page: &[u8], offset: usize) -> bool {
+        match self.fixed {
+            Some(_) => offset + self.record_bytes(0, 0) > page.len(),
+            None => {
+                offset + RECORD_HEADER_BYTES > page.len()
+                    || page[offset + 8..offset + 16] == [0u8; 8]
+            }
+        }
+    }
+}
 
 /// The decoded first word of a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use epochdb_storage::StorageFile;
 use crate::checkpoint::Metadata;
 use crate::error::{Error, Result};
 use crate::index::Index;
-use crate::record::{hash_key, record_bytes, record_version, split_lengths, Header};
+use crate::record::{hash_key, record_version, Header, Layout};
 use crate::recovery::piece_mismatch;
 use crate::sums::Check;
 
@@ -224,17 +224,14 @@ fn replay_chunk(
 ) -> std::result::Result<(), (u64, Error)> {
     let page_bytes = 1usize << meta.page_bits;
     let excluded = record_version(meta.version + 1);
+    let layout = Layout::new(meta.layout);
     let mut batch = Batch::default();
     for (i, page) in chunk.buf.chunks(page_bytes).enumerate() {
         let page_start = chunk.start + (i * page_bytes) as u64;
         let mut offset = from.saturating_sub(page_start) as usize;
-        while offset + 16 <= page.len() {
-            let lengths = u64_at(page, offset + 8);
-            if lengths == 0 {
-                break;
-            }
-            let (key_len, value_len) = split_lengths(lengths);
-            let size = record_bytes(key_len, value_len);
+        while !layout.page_end(page, offset) {
+            let (key_len, value_len) = layout.lengths_in(&page[offset..]);
+            let size = layout.record_bytes(key_len, value_len);
             let record = page_start + offset as u64;
             let malformed = |reason: String| {
                 let file = path.to_path_buf();
@@ -262,7 +259,7 @@ fn replay_chunk(
                 if record >= meta.l_s && header.version() == excluded {
                     invalid.push(record);
                 } else {
-                    let key = &page[offset + 16..offset + 16 + key_len];
+                    let key = layout.key_in(&page[offset..]);
                     batch.push(index, hash_key(key), record);
                 }
             }

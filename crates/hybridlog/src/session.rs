@@ -53,10 +53,7 @@ use crate::functions::{write_words, Functions, Value};
 use crate::index::Entry;
 use crate::io::{IoDone, IoMessage, IoRequest};
 use crate::log::Log;
-use crate::record::{
-    hash_key, key_words, lengths_word, record_bytes, record_version, split_lengths, words, Header,
-    SEALED_BIT,
-};
+use crate::record::{hash_key, key_words, record_version, words, Header, Layout, SEALED_BIT};
 use crate::state::{Phase, SystemState};
 use crate::store::{Inner, OlderInPlace, ShiftMode};
 
@@ -267,6 +264,8 @@ pub struct Session<F: Functions> {
     /// The log's largest record (constant), kept here so that each
     /// operation's size check reads no shared line.
     record_bytes_max: usize,
+    /// The store's record layout (constant), kept here for the same reason.
+    layout: Layout,
     scratch: Scratch,
     failed: Option<String>,
 }
@@ -324,6 +323,7 @@ impl<F: Functions> Session<F> {
         entry.active.store(true, SeqCst);
         let (io_tx, io_rx) = crossbeam_channel::unbounded();
         let record_bytes_max = inner.log.record_bytes_max();
+        let layout = inner.layout;
         let mut session = Session {
             inner,
             epoch,
@@ -344,6 +344,7 @@ impl<F: Functions> Session<F> {
             key_buf: Vec::new(),
             key_len_bytes: 0,
             record_bytes_max,
+            layout,
             scratch: Scratch::default(),
             failed: None,
         };
@@ -501,10 +502,11 @@ impl<F: Functions> Session<F> {
         if key.is_empty() {
             return Err(Error::EmptyKey);
         }
+        self.layout.check_key(key.len())?;
         if let Some(e) = &self.failed {
             return Err(Error::Failed(e.clone()));
         }
-        let bytes = record_bytes(key.len(), value_len);
+        let bytes = self.layout.record_bytes(key.len(), value_len);
         if bytes > self.record_bytes_max {
             return Err(Error::RecordTooLarge(bytes));
         }
@@ -551,6 +553,7 @@ impl<F: Functions> Session<F> {
 
     /// Sets `key` to `value` (a blind update).
     pub fn upsert(&mut self, key: &[u8], value: &[u8]) -> Result<Status> {
+        self.layout.check_value(value.len())?;
         let hash = self.begin_op(key, value.len())?;
         let done = self.update_in_place(key, hash, |old| {
             if old.len() != value.len() {
@@ -631,17 +634,17 @@ impl<F: Functions> Session<F> {
         let frame = log.frame_of(address);
         let record = log.record_in(frame, address);
         let header = Header(record[0].load(Acquire));
-        let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
-        if header.invalid() || !key_matches_record(record, key_len, key) {
+        let layout = self.layout;
+        let (key_len, _) = layout.lengths(record);
+        if header.invalid() || !key_matches_record(record, layout, key_len, key) {
             return First::Other;
         }
-        let at = 2 + words(key_len);
         First::Record {
             entry,
             address,
             frame,
             header,
-            value: Value::new(&record[at..at + words(value_len)], value_len),
+            value: layout.value(record),
         }
     }
 
@@ -841,7 +844,7 @@ impl<F: Functions> Session<F> {
     /// or another record entered the chain first; `execute` takes over.
     #[inline(always)]
     fn append_copy(&self, key: &[u8], entry: &mut Entry<'_>, value: &[u8]) -> bool {
-        record_bytes(key.len(), value.len()) <= self.inner.log.record_bytes_max()
+        self.layout.record_bytes(key.len(), value.len()) <= self.record_bytes_max
             && self.append(key, entry, record_version(self.local.version), false, value)
                 == Some(true)
     }
@@ -861,15 +864,27 @@ impl<F: Functions> Session<F> {
         value: &[u8],
     ) -> Option<bool> {
         let log = &self.inner.log;
-        let bytes = record_bytes(key.len(), value.len());
+        let layout = self.layout;
+        if let Some((_, value_len)) = layout.fixed() {
+            // Upserts were checked; an RMW's value comes from `Functions`.
+            assert!(
+                value.len() == value_len || tombstone,
+                "the store's Functions made a value of {} bytes for a fixed layout of {value_len}-byte values",
+                value.len()
+            );
+        }
+        let bytes = layout.record_bytes(key.len(), value.len());
         let address = log.allocate(bytes)?;
         let record = log.words(address, bytes / 8);
         let header = Header::new(entry.address(), version, tombstone);
         record[0].store(header.0, Relaxed);
-        record[1].store(lengths_word(key.len(), value.len()), Relaxed);
-        let key_words = words(key.len());
-        write_words(&record[2..2 + key_words], key);
-        write_words(&record[2 + key_words..], value);
+        layout.write_lengths(record, key.len(), value.len());
+        let key_at = layout.key_at();
+        let value_at = key_at + words(key.len());
+        write_words(&record[key_at..value_at], key);
+        // A fixed layout's tombstone leaves its value words as the frame
+        // was opened: zero.
+        write_words(&record[value_at..], value);
         // The CAS publishes the record (Release in `try_update`).
         if entry.try_update(address) {
             Some(true)
@@ -1121,7 +1136,7 @@ impl<F: Functions> Session<F> {
             return Ok(());
         }
         let header = Header(u64::from_le_bytes(bytes[..8].try_into().expect("8")));
-        if !header.invalid() && key_matches_bytes(&bytes, &request.key) {
+        if !header.invalid() && self.layout.key_in(&bytes) == request.key.as_slice() {
             request.io = IoState::Done(start, bytes);
         } else if header.previous() >= done.address {
             let e = format!(
@@ -1153,9 +1168,10 @@ impl<F: Functions> Session<F> {
                 let header = Header(record[0].load(Acquire));
                 // Our own records always fit their page and point back;
                 // one that does not came from a damaged file.
-                let fits = record.len() >= 2 && {
-                    let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
-                    record_bytes(key_len, value_len) <= record.len() * 8
+                let layout = self.layout;
+                let fits = record.len() >= layout.key_at() && {
+                    let (key_len, value_len) = layout.lengths(record);
+                    layout.record_bytes(key_len, value_len) <= record.len() * 8
                 };
                 if !fits || header.previous() >= address {
                     return Found::Corrupt(format!(
@@ -1192,15 +1208,16 @@ impl<F: Functions> Session<F> {
     #[inline]
     fn key_matches_memory(&self, record: &[AtomicU64]) -> bool {
         let key = &self.key_buf;
-        let (key_len, _) = split_lengths(record[1].load(Relaxed));
+        let (key_len, _) = self.layout.lengths(record);
         if key_len != self.key_len() {
             return false;
         }
+        let at = self.layout.key_at();
         if let [word] = key.as_slice() {
             // The fixed 8-byte-key fast path: one word.
-            return record[2].load(Relaxed) == *word;
+            return record[at].load(Relaxed) == *word;
         }
-        record[2..2 + key.len()]
+        record[at..at + key.len()]
             .iter()
             .zip(key)
             .all(|(w, k)| w.load(Relaxed) == *k)
@@ -1216,20 +1233,21 @@ impl<F: Functions> Session<F> {
     }
 }
 
-/// Whether the in-memory `record` (from [`Log::record`]), whose key is
-/// `key_len` bytes, holds `key`.
+/// Whether the in-memory `record` (from [`Log::record`]), of `layout` and
+/// whose key is `key_len` bytes, holds `key`.
 ///
 /// [`Log::record`]: crate::log::Log::record
-#[inline]
-fn key_matches_record(record: &[AtomicU64], key_len: usize, key: &[u8]) -> bool {
+#[inline(always)]
+fn key_matches_record(record: &[AtomicU64], layout: Layout, key_len: usize, key: &[u8]) -> bool {
     if key_len != key.len() {
         return false;
     }
+    let at = layout.key_at();
     if let Ok(word) = <[u8; 8]>::try_from(key) {
         // The fixed 8-byte-key fast path: one word.
-        return record[2].load(Relaxed) == u64::from_le_bytes(word);
+        return record[at].load(Relaxed) == u64::from_le_bytes(word);
     }
-    record[2..2 + words(key_len)]
+    record[at..at + words(key_len)]
         .iter()
         .zip(key.chunks(8))
         .all(|(w, chunk)| {
@@ -1237,12 +1255,6 @@ fn key_matches_record(record: &[AtomicU64], key_len: usize, key: &[u8]) -> bool 
             buf[..chunk.len()].copy_from_slice(chunk);
             w.load(Relaxed) == u64::from_le_bytes(buf)
         })
-}
-
-/// Whether the record `bytes` (read from disk) holds `key`.
-fn key_matches_bytes(bytes: &[u8], key: &[u8]) -> bool {
-    let (key_len, _) = split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
-    key_len == key.len() && bytes.get(16..16 + key_len) == Some(key)
 }
 
 impl<F: Functions> Drop for Session<F> {
@@ -1264,7 +1276,8 @@ enum Plan {
 enum Old {
     None,
     Memory(u64),
-    Disk(usize),
+    /// The record read from disk (`disk` in `apply`).
+    Disk,
 }
 
 impl<F: Functions> Session<F> {
@@ -1362,9 +1375,7 @@ impl<F: Functions> Session<F> {
                     return Outcome::Done(Status::NotFound);
                 }
                 if let Some(out) = out {
-                    let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
-                    let at = 2 + words(key_len);
-                    Value::new(&record[at..at + words(value_len)], value_len).read_into(out);
+                    self.layout.value(record).read_into(out);
                 }
                 Outcome::Done(Status::Ok)
             }
@@ -1373,11 +1384,8 @@ impl<F: Functions> Session<F> {
                     return Outcome::Done(Status::NotFound);
                 }
                 if let Some(out) = out {
-                    let (key_len, value_len) =
-                        split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
-                    let at = 16 + 8 * words(key_len);
                     out.clear();
-                    out.extend_from_slice(&bytes[at..at + value_len]);
+                    out.extend_from_slice(self.layout.value_in(bytes));
                 }
                 Outcome::Done(Status::Ok)
             }
@@ -1560,9 +1568,7 @@ impl<F: Functions> Session<F> {
                 if header.tombstone() {
                     Plan::Append(Old::None)
                 } else {
-                    let (key_len, _) =
-                        split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
-                    Plan::Append(Old::Disk(16 + 8 * words(key_len)))
+                    Plan::Append(Old::Disk)
                 }
             }
         };
@@ -1610,9 +1616,8 @@ impl<F: Functions> Session<F> {
         let old = match plan {
             Plan::InPlace(address) => {
                 let record = log.record(address);
-                let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
-                let at = 2 + words(key_len);
-                let value = Value::new(&record[at..at + words(value_len)], value_len);
+                let value = self.layout.value(record);
+                let value_len = value.len();
                 match op {
                     Op::Rmw(input)
                         if address != scratch.declined && functions.in_place(&value, input) =>
@@ -1650,18 +1655,14 @@ impl<F: Functions> Session<F> {
         // The old value's bytes, for an RMW's copy updater.
         let old_bytes: Option<&[u8]> = match (op, old) {
             (Op::Rmw(_), Old::Memory(address)) => {
-                let record = log.record(address);
-                let (key_len, value_len) = split_lengths(record[1].load(Relaxed));
-                let at = 2 + words(key_len);
-                Value::new(&record[at..at + words(value_len)], value_len)
+                self.layout
+                    .value(log.record(address))
                     .read_into(&mut scratch.old);
                 Some(&scratch.old)
             }
-            (Op::Rmw(_), Old::Disk(at)) => {
+            (Op::Rmw(_), Old::Disk) => {
                 let bytes = disk.expect("a disk plan has the record").1;
-                let (_, value_len) =
-                    split_lengths(u64::from_le_bytes(bytes[8..16].try_into().expect("8")));
-                Some(&bytes[at..at + value_len])
+                Some(self.layout.value_in(bytes))
             }
             _ => None,
         };
@@ -1684,7 +1685,7 @@ impl<F: Functions> Session<F> {
             }
             Op::Read => unreachable!("reads do not update"),
         };
-        let bytes = record_bytes(key.len(), value.len());
+        let bytes = self.layout.record_bytes(key.len(), value.len());
         assert!(
             bytes <= log.record_bytes_max(),
             "an RMW grew a value past the page size ({bytes} bytes)"

@@ -4,6 +4,11 @@
 //! and recovery (which must restore exactly the state at the last
 //! checkpoint and the session's serial number at it).
 //!
+//! It runs for both record layouts: variable (keys of three lengths, values
+//! of any length) and fixed (8-byte keys and values, FASTER's 24-byte
+//! records), where a recovery sometimes reopens with the variable layout
+//! configured and must keep the checkpoint's.
+//!
 //! As in FASTER, a pending update is not ordered before the session's later
 //! operations on the same key (it retries when it completes, on whatever is
 //! there then), so the model completes a pending update before going on.
@@ -13,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use epochdb_hybridlog::{
-    AddU64, CheckpointKind, Config, CrashMode, ShiftMode, SimStorage, Status, Store,
+    AddU64, CheckpointKind, Config, CrashMode, RecordLayout, ShiftMode, SimStorage, Status, Store,
 };
 use proptest::prelude::*;
 
@@ -40,8 +45,15 @@ fn action() -> impl Strategy<Value = Action> {
     ]
 }
 
-fn config(shift_mode: ShiftMode) -> Config {
+/// FASTER's benchmark records: 8-byte keys and values.
+const FIXED: RecordLayout = RecordLayout::Fixed {
+    key_bytes: 8,
+    value_bytes: 8,
+};
+
+fn config(shift_mode: ShiftMode, record_layout: RecordLayout) -> Config {
     Config {
+        record_layout,
         index_buckets: 16,
         page_bits: 12,
         memory_bytes: 4 << 12,
@@ -61,8 +73,12 @@ const KINDS: [CheckpointKind; 3] = [
 ];
 
 /// Keys of several lengths, so that variable-length keys and the 8-byte
-/// fast path both run, and chains share tags.
-fn key(k: u8) -> Vec<u8> {
+/// fast path both run, and chains share tags; 8-byte keys only in a fixed
+/// layout.
+fn key(k: u8, fixed: bool) -> Vec<u8> {
+    if fixed {
+        return u64::from(k).to_le_bytes().to_vec();
+    }
     match k % 3 {
         0 => u64::from(k).to_le_bytes().to_vec(),
         1 => vec![k],
@@ -77,10 +93,22 @@ fn rmw_model(old: Option<&Vec<u8>>, add: u64) -> Vec<u8> {
     base.wrapping_add(add).to_le_bytes().to_vec()
 }
 
-fn run(actions: Vec<Action>, seed: u64, shift_mode: ShiftMode) {
+fn run(actions: Vec<Action>, seed: u64, shift_mode: ShiftMode, fixed: bool) {
+    let layout = if fixed { FIXED } else { RecordLayout::Variable };
+    let key = |k: u8| key(k, fixed);
     let mut disk = SimStorage::new(seed);
     let dir = Path::new("/model");
-    let mut store = Store::open(Arc::new(disk.clone()), dir, config(shift_mode), AddU64).unwrap();
+    let mut store = Store::open(
+        Arc::new(disk.clone()),
+        dir,
+        config(shift_mode, layout),
+        AddU64,
+    )
+    .unwrap();
+    assert_eq!(store.record_layout(), layout);
+    // The layout of the open store (a crash before any checkpoint reopens
+    // it empty with the configured one).
+    let mut current = layout;
     let mut session = store.start_session().unwrap();
     let mut model: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     // The model and serial number as of the last checkpoint.
@@ -91,9 +119,13 @@ fn run(actions: Vec<Action>, seed: u64, shift_mode: ShiftMode) {
     // pending read may see the later value).
     let mut reads: HashMap<u64, (Vec<u8>, Option<Vec<u8>>)> = HashMap::new();
     let mut value = Vec::new();
+    let mut fillers = 0u64;
     for action in actions {
         match action {
-            Action::Upsert(k, v) => {
+            Action::Upsert(k, mut v) => {
+                if fixed {
+                    v.resize(8, 0xa5);
+                }
                 reads.retain(|_, (rk, _)| *rk != key(k));
                 let status = session.upsert(&key(k), &v).unwrap();
                 model.insert(key(k), v);
@@ -149,8 +181,25 @@ fn run(actions: Vec<Action>, seed: u64, shift_mode: ShiftMode) {
                 drop(session);
                 drop(store);
                 disk = disk.crash(CrashMode::TearUnsynced);
-                store =
-                    Store::open(Arc::new(disk.clone()), dir, config(shift_mode), AddU64).unwrap();
+                // A fixed store reopened with the default (variable) layout
+                // configured keeps its checkpoint's; without a checkpoint
+                // it starts empty as configured.
+                let configured = if fixed && seed.is_multiple_of(2) {
+                    RecordLayout::Variable
+                } else {
+                    layout
+                };
+                store = Store::open(
+                    Arc::new(disk.clone()),
+                    dir,
+                    config(shift_mode, configured),
+                    AddU64,
+                )
+                .unwrap();
+                if !has_checkpoint {
+                    current = configured;
+                }
+                assert_eq!(store.record_layout(), current);
                 model = committed.0.clone();
                 session = if has_checkpoint {
                     let (session, serial) = store.continue_session(id).unwrap();
@@ -160,6 +209,20 @@ fn run(actions: Vec<Action>, seed: u64, shift_mode: ShiftMode) {
                     assert!(store.continue_session(id).is_err());
                     store.start_session().unwrap()
                 };
+            }
+        }
+        if fixed {
+            // Fixed records are small: new keys beside every action push
+            // the actions' keys below head, so that reads and updates of
+            // them go to disk as the variable layout's larger ones do.
+            for _ in 0..2 {
+                fillers += 1;
+                let (k, v) = ((1u64 << 40) + fillers, fillers.to_le_bytes().to_vec());
+                let status = session.upsert(&k.to_le_bytes(), &v).unwrap();
+                model.insert(k.to_le_bytes().to_vec(), v);
+                if status == Status::Pending {
+                    finish(&mut session, &mut reads, &model);
+                }
             }
         }
         if reads.len() > 8 {
@@ -211,6 +274,11 @@ proptest! {
 
     #[test]
     fn store_matches_a_hashmap(actions in proptest::collection::vec(action(), 1..400), seed in any::<u64>(), coarse in any::<bool>()) {
-        run(actions, seed, if coarse { ShiftMode::Coarse } else { ShiftMode::Fine });
+        run(actions, seed, if coarse { ShiftMode::Coarse } else { ShiftMode::Fine }, false);
+    }
+
+    #[test]
+    fn fixed_layout_store_matches_a_hashmap(actions in proptest::collection::vec(action(), 1..400), seed in any::<u64>(), coarse in any::<bool>()) {
+        run(actions, seed, if coarse { ShiftMode::Coarse } else { ShiftMode::Fine }, true);
     }
 }

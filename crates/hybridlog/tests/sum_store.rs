@@ -13,7 +13,8 @@
 //!
 //! Every seed picks a checkpoint kind (fold-over, snapshot, incremental
 //! snapshot, or a mix changing per checkpoint) and a shift mode (fine or
-//! coarse), and a third of the seeds also fail one write or sync of the
+//! coarse) and a record layout (variable, or fixed 8-byte keys and
+//! values), and a third of the seeds also fail one write or sync of the
 //! simulated disk with EIO (the store must fail-stop, and what it reported
 //! committed before must still recover exactly).
 //!
@@ -27,7 +28,8 @@ use std::sync::Arc;
 mod common;
 
 use epochdb_hybridlog::{
-    AddU64Declining, CheckpointKind, Config, CrashMode, Error, Phase, ShiftMode, SimStorage, Store,
+    AddU64Declining, CheckpointKind, Config, CrashMode, Error, Phase, RecordLayout, ShiftMode,
+    SimStorage, Store,
 };
 use epochdb_storage::{FaultKind, FaultOp};
 use rand::rngs::SmallRng;
@@ -36,9 +38,10 @@ use rand::{Rng, SeedableRng};
 const THREADS: usize = 3;
 const KEYS: u64 = 200;
 
-fn config(shift_mode: ShiftMode) -> Config {
+fn config(shift_mode: ShiftMode, record_layout: RecordLayout) -> Config {
     Config {
         shift_mode,
+        record_layout,
         index_buckets: 64,
         page_bits: 12,
         // 8 frames of 4 KiB against ~6 KiB of live counters plus their
@@ -78,8 +81,23 @@ fn run_seed(seed: u64) -> (u64, u64) {
     } else {
         ShiftMode::Coarse
     };
-    let store =
-        Arc::new(Store::open(Arc::new(disk.clone()), dir, config(shift), AddU64Declining).unwrap());
+    let layout = if (seed / 8).is_multiple_of(2) {
+        RecordLayout::Variable
+    } else {
+        RecordLayout::Fixed {
+            key_bytes: 8,
+            value_bytes: 8,
+        }
+    };
+    let store = Arc::new(
+        Store::open(
+            Arc::new(disk.clone()),
+            dir,
+            config(shift, layout),
+            AddU64Declining,
+        )
+        .unwrap(),
+    );
     let mut rng = SmallRng::seed_from_u64(seed);
     if rng.gen_ratio(1, 3) {
         let op = if rng.gen_bool(0.5) {
@@ -215,8 +233,13 @@ fn run_seed(seed: u64) -> (u64, u64) {
     watchdog.join().unwrap();
     drop(store);
 
-    let store = Store::open(Arc::new(restarted), dir, config(shift), AddU64Declining)
-        .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
+    let store = Store::open(
+        Arc::new(restarted),
+        dir,
+        config(shift, layout),
+        AddU64Declining,
+    )
+    .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
     let mut expected = vec![0u64; KEYS as usize];
     let mut committed_total = 0;
     for (id, ops) in &logs {

@@ -7,7 +7,9 @@
 //! checkpoints with a fuzzy index checkpoint and log-only ones, and taking
 //! the kinds in turn (fold-over, snapshot, incremental snapshot; each pair
 //! of checkpoints one kind). Every other iteration's child uses the
-//! coarse-grained shift (Appendix B) instead of the fine one.
+//! coarse-grained shift (Appendix B) instead of the fine one. An odd
+//! `--seed` creates the store with the fixed record layout (8-byte keys and
+//! values, 24-byte records), an even one with the variable layout.
 //! The increment a session issues as its operation `serial` is a pure
 //! function of `(seed, session, serial)`, so the parent recomputes every
 //! session's history from its recovered serial number alone: after each
@@ -40,7 +42,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use epochdb_hybridlog::{
-    AddU64Declining, CheckpointKind, Config, Error, Phase, RealStorage, ShiftMode, Status, Store,
+    AddU64Declining, CheckpointKind, Config, Error, Phase, RealStorage, RecordLayout, ShiftMode,
+    Status, Store,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -65,6 +68,10 @@ pub(crate) struct ChildArgs {
     /// Use the coarse-grained shift (Appendix B) instead of the fine one.
     #[arg(long)]
     coarse: bool,
+    /// Create the store with fixed 8-byte keys and values
+    /// (`RecordLayout::Fixed`); a recovered store keeps its own layout.
+    #[arg(long)]
+    fixed_layout: bool,
 }
 
 /// The checkpoint kinds the child takes in turn, so kills land in every
@@ -152,6 +159,12 @@ pub(crate) fn run(args: &CrashtestArgs) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
     let mut rng = SmallRng::seed_from_u64(args.seed);
     let checkpoint_ms = args.checkpoint_ms();
+    let fixed_layout = args.seed % 2 == 1;
+    eprintln!(
+        "crashtest: hybridlog sum-store in {}, {} record layout (odd seeds: fixed)",
+        dir.display(),
+        if fixed_layout { "fixed" } else { "variable" }
+    );
     // What the recovered serial numbers committed, counter by counter.
     let mut expected = vec![0u64; args.counters as usize];
     let mut recovered = vec![0u64; sessions as usize];
@@ -183,6 +196,9 @@ pub(crate) fn run(args: &CrashtestArgs) -> Result<(), String> {
         // Every other iteration runs the coarse-grained shift.
         if iteration % 2 == 0 {
             command.arg("--coarse");
+        }
+        if fixed_layout {
+            command.arg("--fixed-layout");
         }
         let mut seen = 0u32;
         let kill_now = move |line: &str| -> bool {
@@ -376,6 +392,14 @@ fn read_counters(store: &Store<AddU64Declining>, counters: u64) -> Result<Vec<u6
 /// `checkpoint <version>` and `commit <session index> <serial>` lines.
 pub(crate) fn child(args: ChildArgs) -> Result<(), String> {
     let config = Config {
+        record_layout: if args.fixed_layout {
+            RecordLayout::Fixed {
+                key_bytes: 8,
+                value_bytes: 8,
+            }
+        } else {
+            RecordLayout::Variable
+        },
         shift_mode: if args.coarse {
             ShiftMode::Coarse
         } else {

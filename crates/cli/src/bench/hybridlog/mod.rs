@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use crossbeam_utils::CachePadded;
 use epochdb_hybridlog::{
-    CheckpointInfo, CheckpointKind, Config, Functions, Phase, RealStorage, ShiftMode, Status,
-    Store, Value,
+    CheckpointInfo, CheckpointKind, Config, Functions, Phase, RealStorage, RecordLayout, ShiftMode,
+    Status, Store, Value,
 };
 use epochdb_workloads::{KeyChooser, Zipf};
 use hdrhistogram::Histogram;
@@ -123,6 +123,12 @@ pub(crate) struct HybridlogArgs {
     /// default): none, as FASTER's benchmark driver.
     #[arg(long, default_value_t = 0)]
     prefetch: usize,
+    /// How records hold their lengths (`Config::record_layout`): `fixed`
+    /// (the default: 8-byte keys and `--value-size` values with no length
+    /// word, FASTER's fixed-size records, 24 bytes for 8-byte values) or
+    /// `variable` (a length word per record, 32 bytes for 8-byte values).
+    #[arg(long, default_value = "fixed", value_parser = ["fixed", "variable"])]
+    record_layout: String,
     /// Transparent huge pages for the index and the log's frames: on (the
     /// default, `Config::huge_pages`) or off (4 KiB pages).
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
@@ -371,6 +377,8 @@ struct RunConfig {
     store: &'static str,
     keys: u64,
     value_size: usize,
+    /// `--record-layout`.
+    record_layout: String,
     mix: String,
     dist: String,
     theta: f64,
@@ -510,7 +518,17 @@ fn check_args(args: &HybridlogArgs) -> Result<Mix, String> {
 pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
     let (checkpoint_kind, shift_mode) = kind_and_shift(&args);
     let mix = check_args(&args)?;
-    let record_bytes = 16 + 8 + args.value_size.div_ceil(8) as u64 * 8;
+    let record_layout = if args.record_layout == "fixed" {
+        RecordLayout::Fixed {
+            key_bytes: 8,
+            value_bytes: u32::try_from(args.value_size)
+                .map_err(|_| format!("--value-size {} is too large", args.value_size))?,
+        }
+    } else {
+        RecordLayout::Variable
+    };
+    let header_bytes = if args.record_layout == "fixed" { 8 } else { 16 };
+    let record_bytes = header_bytes + 8 + args.value_size.div_ceil(8) as u64 * 8;
     let data_bytes = args.keys * record_bytes;
     let memory_mb = args
         .memory_mb
@@ -530,6 +548,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         recovery_threads: args.recovery_threads,
         direct_io: !args.buffered_io,
         huge_pages: args.huge_pages == "on",
+        record_layout,
         ..Config::default()
     };
     let (_scratch, root) = super::run_root(args.dir.as_ref())?;
@@ -807,6 +826,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             store: "hybridlog",
             keys: args.keys,
             value_size: args.value_size,
+            record_layout: args.record_layout.clone(),
             mix: args.mix.clone(),
             dist: args.dist.clone(),
             theta: args.theta,

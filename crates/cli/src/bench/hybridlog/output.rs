@@ -13,7 +13,7 @@ pub(super) fn print_summary(r: &Report) {
     let c = &r.config;
     println!();
     println!(
-        "hybridlog: {} keys, {} B values, mix {}, {}, {} threads, {} MiB frames ({:.0}% mutable; {:.1} MB records){}",
+        "hybridlog: {} keys, {} B values, mix {}, {}, {} threads, {} MiB frames ({:.0}% mutable; {:.1} MB of {} records){}",
         c.keys,
         c.value_size,
         c.mix,
@@ -22,6 +22,7 @@ pub(super) fn print_summary(r: &Report) {
         c.memory_mb,
         c.mutable_fraction * 100.0,
         c.data_mb,
+        c.record_layout,
         if c.prefetch > 0 {
             format!(", prefetch {} ahead", c.prefetch)
         } else {
