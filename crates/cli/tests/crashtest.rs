@@ -20,11 +20,16 @@ fn crashtest(mode: &str) {
 /// Runs `epochdb crashtest` with `flags`, seed 7 and `iterations`, and
 /// checks that it succeeds with the contract's last line.
 fn expect_clean_run(flags: &[&str], iterations: u32) -> String {
+    expect_clean_run_seeded(flags, iterations, 7)
+}
+
+/// [`expect_clean_run`] with another seed.
+fn expect_clean_run_seeded(flags: &[&str], iterations: u32, seed: u64) -> String {
     let n = iterations.to_string();
     let output = Command::new(env!("CARGO_BIN_EXE_epochdb"))
         .arg("crashtest")
         .args(flags)
-        .args(["--iterations", &n, "--seed", "7"])
+        .args(["--iterations", &n, "--seed", &seed.to_string()])
         .output()
         .expect("run epochdb");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -75,6 +80,13 @@ fn crashtest_hybridlog_sum_store() {
         "{stderr}"
     );
     assert!(stderr.contains("fixed record layout"), "{stderr}");
+}
+
+/// The same with an even seed: the variable record layout.
+#[test]
+fn crashtest_hybridlog_sum_store_variable_layout() {
+    let stderr = expect_clean_run_seeded(&["--store", "hybridlog", "--max-run-ms", "400"], 4, 8);
+    assert!(stderr.contains("variable record layout"), "{stderr}");
 }
 
 #[test]
