@@ -25,5 +25,11 @@ pub(crate) const PAGE_BITS_MAX: u32 = 30;
 pub(crate) const FRAMES_MIN: usize = 4;
 
 const _: () = assert!(FIRST_ADDRESS < (1 << PAGE_BITS_MIN));
+
+/// Largest record a log of `2^page_bits`-byte pages takes: records never
+/// straddle pages, and the first page starts at [`FIRST_ADDRESS`].
+pub(crate) fn record_bytes_max(page_bits: u32) -> usize {
+    ((1u64 << page_bits) - FIRST_ADDRESS) as usize
+}
 const _: () = assert!(PAGE_BITS_MAX < 32);
 const _: () = assert!(FIRST_ADDRESS.is_multiple_of(8));

@@ -36,7 +36,7 @@ use std::thread::JoinHandle;
 
 use epochdb_storage::{blocks, encode_block, FrameError, Storage, StorageFile};
 
-use crate::address::{FIRST_ADDRESS, PAGE_BITS_MAX, PAGE_BITS_MIN};
+use crate::address::{PAGE_BITS_MAX, PAGE_BITS_MIN};
 use crate::chunk_writer::{BufferPool, ChunkWriter, WRITE_CHUNK_BYTES};
 use crate::error::{Error, Result};
 use crate::index::Index;
@@ -307,25 +307,15 @@ impl Metadata {
             words = rest;
             match (*key, *value) {
                 (0, 0) => RecordLayout::Variable,
-                (key, value) => {
-                    let fixed = u32::try_from(key)
-                        .ok()
-                        .filter(|&k| k > 0)
-                        .zip(u32::try_from(value).ok())
-                        .filter(|&(k, v)| {
-                            Layout::new(RecordLayout::Fixed {
-                                key_bytes: k,
-                                value_bytes: v,
-                            })
-                            .record_bytes(0, 0)
-                                <= (1usize << page_bits) - FIRST_ADDRESS as usize
-                        })
-                        .ok_or_else(|| corrupt(16, format!("record layout {key}, {value}")))?;
-                    RecordLayout::Fixed {
-                        key_bytes: fixed.0,
-                        value_bytes: fixed.1,
-                    }
-                }
+                (key, value) => u32::try_from(key)
+                    .ok()
+                    .zip(u32::try_from(value).ok())
+                    .map(|(key_bytes, value_bytes)| RecordLayout::Fixed {
+                        key_bytes,
+                        value_bytes,
+                    })
+                    .filter(|&layout| Layout::new(layout).unusable(page_bits).is_none())
+                    .ok_or_else(|| corrupt(16, format!("record layout {key}, {value}")))?,
             }
         } else {
             RecordLayout::Variable
@@ -907,6 +897,7 @@ pub(crate) fn read_piece(
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::address::FIRST_ADDRESS;
     use epochdb_storage::SimStorage;
 
     /// The index file as it was written before streaming: the whole copy

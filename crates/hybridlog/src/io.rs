@@ -37,11 +37,12 @@ pub(crate) struct IoDone {
 pub(crate) fn read_record(
     file: &dyn StorageFile,
     address: u64,
-    (layout, limit): (Layout, usize),
+    layout: Layout,
+    limit: usize,
 ) -> Result<Vec<u8>, String> {
     let ends_inside = || format!("log ends inside the record at {address}");
-    if layout.fixed().is_some() {
-        let mut bytes = vec![0u8; layout.record_bytes(0, 0)];
+    if let Some(size) = layout.fixed_record_bytes() {
+        let mut bytes = vec![0u8; size];
         let n = file
             .read_at(address, &mut bytes)
             .map_err(|e| e.to_string())?;
@@ -92,7 +93,8 @@ pub(crate) fn io_loop(
     file: Arc<dyn StorageFile>,
     begin: Arc<crate::log::Log>,
     requests: Receiver<IoMessage>,
-    layout: (Layout, usize),
+    layout: Layout,
+    limit: usize,
 ) {
     for message in requests {
         let IoMessage::Read(request) = message else {
@@ -102,7 +104,7 @@ pub(crate) fn io_loop(
         let bytes = if below_begin(&begin) {
             Ok(Vec::new())
         } else {
-            match read_record(file.as_ref(), request.address, layout) {
+            match read_record(file.as_ref(), request.address, layout, limit) {
                 Err(_) if below_begin(&begin) => Ok(Vec::new()),
                 other => other,
             }

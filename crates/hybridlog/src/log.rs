@@ -385,7 +385,7 @@ impl Log {
     /// Largest record the log takes.
     #[inline]
     pub(crate) fn record_bytes_max(&self) -> usize {
-        (self.geometry.page_bytes() - FIRST_ADDRESS) as usize
+        crate::address::record_bytes_max(self.geometry.page_bits)
     }
 
     /// Reserves `bytes` (a multiple of 8, ≤ [`Log::record_bytes_max`]) at the

@@ -112,6 +112,12 @@ impl Layout {
         self.fixed
     }
 
+    /// The one record size of a fixed layout.
+    pub(crate) fn fixed_record_bytes(self) -> Option<usize> {
+        self.fixed
+            .map(|(key, value)| 8 * (1 + words(key) + words(value)))
+    }
+
     /// The word of a record where its key starts.
     #[inline(always)]
     pub(crate) fn key_at(self) -> usize {
@@ -166,7 +172,16 @@ impl Layout {
     /// The value words of the in-memory record starting at `record[0]`.
     #[inline(always)]
     pub(crate) fn value(self, record: &[AtomicU64]) -> crate::functions::Value<'_> {
-        let (key_len, value_len) = self.lengths(record);
+        self.value_of(record, self.lengths(record))
+    }
+
+    /// [`Layout::value`] of a record whose lengths were read already.
+    #[inline(always)]
+    pub(crate) fn value_of(
+        self,
+        record: &[AtomicU64],
+        (key_len, value_len): (usize, usize),
+    ) -> crate::functions::Value<'_> {
         let at = self.key_at() + words(key_len);
         crate::functions::Value::new(&record[at..at + words(value_len)], value_len)
     }
@@ -175,10 +190,8 @@ impl Layout {
     /// one size, a tombstone's too).
     #[inline(always)]
     pub(crate) fn record_bytes(self, key_len: usize, value_len: usize) -> usize {
-        match self.fixed {
-            Some((key, value)) => 8 * (1 + words(key) + words(value)),
-            None => record_bytes(key_len, value_len),
-        }
+        self.fixed_record_bytes()
+            .unwrap_or_else(|| record_bytes(key_len, value_len))
     }
 
     /// Writes the lengths word of a new record (a variable layout only).
@@ -192,26 +205,29 @@ impl Layout {
     /// Whether a key of `len` bytes fits the layout.
     #[inline(always)]
     pub(crate) fn check_key(self, len: usize) -> Result<(), crate::Error> {
-        match self.fixed {
-            Some((key, _)) if key != len => Err(crate::Error::WrongLength {
-                what: "key",
-                expected: key,
-                got: len,
-            }),
-            _ => Ok(()),
-        }
+        check_length("key", self.fixed.map(|(key, _)| key), len)
     }
 
     /// Whether a value of `len` bytes fits the layout.
     #[inline(always)]
     pub(crate) fn check_value(self, len: usize) -> Result<(), crate::Error> {
-        match self.fixed {
-            Some((_, value)) if value != len => Err(crate::Error::WrongLength {
-                what: "value",
-                expected: value,
-                got: len,
-            }),
-            _ => Ok(()),
+        check_length("value", self.fixed.map(|(_, value)| value), len)
+    }
+
+    /// Why a fixed layout cannot work with pages of `2^page_bits` bytes: no
+    /// key bytes, or records larger than a page. `None`: it can (so can
+    /// the variable layout).
+    pub(crate) fn unusable(self, page_bits: u32) -> Option<crate::Error> {
+        let (key, _) = self.fixed?;
+        let bytes = self.fixed_record_bytes()?;
+        if key == 0 {
+            Some(crate::Error::InvalidConfig(
+                "a fixed record layout needs keys of at least one byte".into(),
+            ))
+        } else if bytes > crate::address::record_bytes_max(page_bits) {
+            Some(crate::Error::RecordTooLarge(bytes))
+        } else {
+            None
         }
     }
 
@@ -221,13 +237,27 @@ impl Layout {
     /// record no longer fits.
     #[inline]
     pub(crate) fn page_end(self, page: &[u8], offset: usize) -> bool {
-        match self.fixed {
-            Some(_) => offset + self.record_bytes(0, 0) > page.len(),
+        match self.fixed_record_bytes() {
+            Some(bytes) => offset + bytes > page.len(),
             None => {
                 offset + RECORD_HEADER_BYTES > page.len()
                     || page[offset + 8..offset + 16] == [0u8; 8]
             }
         }
+    }
+}
+
+/// `WrongLength` for `what` of `got` bytes where a fixed layout holds
+/// `fixed` (none: any length).
+#[inline(always)]
+fn check_length(what: &'static str, fixed: Option<usize>, got: usize) -> Result<(), crate::Error> {
+    match fixed {
+        Some(expected) if expected != got => Err(crate::Error::WrongLength {
+            what,
+            expected,
+            got,
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -259,7 +259,8 @@ fn replay_chunk(
                 if record >= meta.l_s && header.version() == excluded {
                     invalid.push(record);
                 } else {
-                    let key = layout.key_in(&page[offset..]);
+                    let key_at = offset + layout.header_bytes();
+                    let key = &page[key_at..key_at + key_len];
                     batch.push(index, hash_key(key), record);
                 }
             }

@@ -635,8 +635,8 @@ impl<F: Functions> Session<F> {
         let record = log.record_in(frame, address);
         let header = Header(record[0].load(Acquire));
         let layout = self.layout;
-        let (key_len, _) = layout.lengths(record);
-        if header.invalid() || !key_matches_record(record, layout, key_len, key) {
+        let lengths = layout.lengths(record);
+        if header.invalid() || !key_matches_record(record, layout, lengths.0, key) {
             return First::Other;
         }
         First::Record {
@@ -644,7 +644,7 @@ impl<F: Functions> Session<F> {
             address,
             frame,
             header,
-            value: layout.value(record),
+            value: layout.value_of(record, lengths),
         }
     }
 

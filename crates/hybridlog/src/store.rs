@@ -463,24 +463,6 @@ pub struct RecoveredInfo {
     pub replay_threads: usize,
 }
 
-/// Refuses a fixed layout that cannot hold a key, or whose records do not
-/// fit a page.
-fn check_layout(layout: Layout, page_bits: u32) -> Result<()> {
-    let Some((key, value)) = layout.fixed() else {
-        return Ok(());
-    };
-    if key == 0 {
-        return Err(Error::InvalidConfig(
-            "a fixed record layout needs keys of at least one byte".into(),
-        ));
-    }
-    let bytes = layout.record_bytes(key, value);
-    if bytes > (1usize << page_bits) - FIRST_ADDRESS as usize {
-        return Err(Error::RecordTooLarge(bytes));
-    }
-    Ok(())
-}
-
 impl<F: Functions> Store<F> {
     /// Opens the store in `dir` on `storage`, recovering from the newest
     /// checkpoint there if any (§6.4); otherwise starts empty.
@@ -503,7 +485,9 @@ impl<F: Functions> Store<F> {
                 .as_ref()
                 .map_or(config.record_layout, |meta| meta.layout),
         );
-        check_layout(layout, state.page_bits)?;
+        if let Some(error) = layout.unusable(state.page_bits) {
+            return Err(error);
+        }
         let geometry = Geometry {
             huge_pages: config.huge_pages,
             ..Geometry::new(
@@ -536,7 +520,7 @@ impl<F: Functions> Store<F> {
         threads.push(
             std::thread::Builder::new()
                 .name("hybridlog-io".into())
-                .spawn(move || io_loop(io_file, io_log, io_rx, (layout, limit)))
+                .spawn(move || io_loop(io_file, io_log, io_rx, layout, limit))
                 .expect("spawn the I/O thread"),
         );
         let flusher = log.clone();
