@@ -200,6 +200,9 @@ impl std::ops::DerefMut for DirectVec {
 #[derive(Debug)]
 pub struct DirectAppender {
     stage: DirectBuffer,
+    /// The two buffers of [`DirectAppender::append_overlapped`], made on
+    /// its first use.
+    lanes: Vec<DirectBuffer>,
     /// Bytes of the file's last partial block, at the start of `stage`.
     carry: usize,
     /// The file offset of `stage[0]` (aligned).
@@ -229,6 +232,7 @@ impl DirectAppender {
         }
         Ok(DirectAppender {
             stage,
+            lanes: Vec::new(),
             carry,
             block_start,
         })
@@ -263,6 +267,81 @@ impl DirectAppender {
             stage.copy_within(whole..filled, 0);
             self.carry = filled - whole;
             self.block_start += whole as u64;
+        }
+        Ok(at)
+    }
+
+    /// Appends `len` bytes as [`DirectAppender::append`] does, but copies
+    /// each write's bytes while a thread of its own writes the previous
+    /// ones: `fill(offset, out)` puts the data's bytes from `offset` on into
+    /// `out`. Writes stay one at a time and in order; only the last one
+    /// carries zero padding (the others end at a block boundary and leave
+    /// their partial block to the next). After an error the file's end is
+    /// unknown: use the appender no more (the logs that use it fail-stop).
+    pub fn append_overlapped(
+        &mut self,
+        file: &dyn StorageFile,
+        len: usize,
+        mut fill: impl FnMut(usize, &mut [u8]),
+    ) -> Result<u64> {
+        let at = self.len();
+        let capacity = self.stage.len();
+        while self.lanes.len() < 2 {
+            self.lanes.push(DirectBuffer::zeroed(capacity));
+        }
+        let (to_writer, jobs) = std::sync::mpsc::sync_channel::<(u64, DirectBuffer, usize)>(1);
+        let (to_filler, free) = std::sync::mpsc::sync_channel::<DirectBuffer>(2);
+        for buffer in self.lanes.drain(..) {
+            to_filler.send(buffer).expect("room for both");
+        }
+        let mut failed = None;
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(move || -> Result<()> {
+                let mut result = Ok(());
+                for (at, buffer, bytes) in jobs {
+                    if result.is_ok() {
+                        result = file.write_direct_at(at, &buffer.as_slice()[..bytes]);
+                    }
+                    let _ = to_filler.send(buffer);
+                }
+                result
+            });
+            let mut done = 0;
+            let mut carry_bytes = self.stage.as_slice()[..self.carry].to_vec();
+            while done < len {
+                let Ok(mut buffer) = free.recv() else { break };
+                let out = buffer.as_mut_slice();
+                out[..carry_bytes.len()].copy_from_slice(&carry_bytes);
+                let take = (capacity - carry_bytes.len()).min(len - done);
+                let filled = carry_bytes.len() + take;
+                fill(done, &mut out[carry_bytes.len()..filled]);
+                done += take;
+                let whole = filled / DIRECT_ALIGN * DIRECT_ALIGN;
+                carry_bytes.clear();
+                carry_bytes.extend_from_slice(&out[whole..filled]);
+                let write = if done < len {
+                    whole
+                } else {
+                    let padded = filled.next_multiple_of(DIRECT_ALIGN);
+                    out[filled..padded].fill(0);
+                    padded
+                };
+                let job_at = self.block_start;
+                self.block_start += whole as u64;
+                if write > 0 && to_writer.send((job_at, buffer, write)).is_err() {
+                    break;
+                }
+            }
+            drop(to_writer);
+            if let Err(e) = writer.join().expect("the append writer panicked") {
+                failed = Some(e);
+            }
+            self.stage.as_mut_slice()[..carry_bytes.len()].copy_from_slice(&carry_bytes);
+            self.carry = carry_bytes.len();
+        });
+        self.lanes.extend(free.try_iter());
+        if let Some(e) = failed {
+            return Err(e);
         }
         Ok(at)
     }

@@ -134,6 +134,58 @@ fn the_appender_writes_the_data_then_padding_and_trims_it() {
     assert_eq!(disk.read(path).unwrap(), expected);
 }
 
+/// Overlapped appends (each write on a thread of its own while the next
+/// one's bytes are filled in) leave the file exactly as plain appends do,
+/// mixed with them in any order; and a failed write is reported, with the
+/// appender's buffers intact for the next call.
+#[test]
+fn overlapped_appends_write_what_plain_appends_write() {
+    use epochdb_storage::{DirectAppender, FaultKind, FaultOp};
+    let disk = SimStorage::new(7);
+    let path = Path::new("/log");
+    let mut file = disk.create(path).unwrap();
+    file.append(b"header").unwrap();
+    let mut appender = DirectAppender::new(file.as_ref(), 6, 2 * 4096).unwrap();
+    let mut expected = b"header".to_vec();
+    let lengths = [
+        1usize,
+        3 * 4096 + 5,
+        8192,
+        8191,
+        5 * 8192 + 4093,
+        17,
+        20_000,
+        0,
+    ];
+    for (i, &len) in lengths.iter().enumerate() {
+        let data: Vec<u8> = (0..len).map(|b| (b * 7 + i) as u8).collect();
+        let at = if i % 3 == 1 {
+            appender.append(file.as_ref(), &data).unwrap()
+        } else {
+            let mut asked = 0;
+            let at = appender
+                .append_overlapped(file.as_ref(), len, |offset, out| {
+                    assert_eq!(offset, asked, "pieces asked for in order");
+                    out.copy_from_slice(&data[offset..offset + out.len()]);
+                    asked += out.len();
+                })
+                .unwrap();
+            assert_eq!(asked, len);
+            at
+        };
+        assert_eq!(at, expected.len() as u64);
+        expected.extend_from_slice(&data);
+        assert_eq!(appender.len(), expected.len() as u64);
+        let on_disk = disk.read(path).unwrap();
+        assert_eq!(on_disk.len() % DIRECT_ALIGN, 0, "padded to a block");
+        assert_eq!(&on_disk[..expected.len()], &expected[..], "append {i}");
+        assert!(on_disk[expected.len()..].iter().all(|&b| b == 0));
+    }
+    disk.fail_nth(FaultOp::Write, 2, FaultKind::Eio);
+    let failed = appender.append_overlapped(file.as_ref(), 40_000, |_, out| out.fill(1));
+    assert!(failed.is_err(), "the second write's error is reported");
+}
+
 /// `write_words_direct_at` (the HybridLog's flush straight from its frames)
 /// writes each word's bytes in order, like `write_direct_at` of a copy, and
 /// refuses the same misalignments, on the real and the simulated disk.

@@ -66,6 +66,24 @@ impl ActiveFile {
         Ok(())
     }
 
+    /// Appends `len` bytes that `fill(offset, out)` produces, copying the
+    /// next write's bytes while the previous write runs
+    /// ([`DirectAppender::append_overlapped`]). `None` without direct
+    /// writes: the caller appends through the page cache instead.
+    pub(crate) fn append_overlapped(
+        &mut self,
+        len: usize,
+        fill: impl FnMut(usize, &mut [u8]),
+    ) -> Option<Result<(), WalError>> {
+        let direct = self.direct.as_mut()?;
+        Some(
+            direct
+                .append_overlapped(self.file.as_ref(), len, fill)
+                .map(|_| ())
+                .map_err(WalError::from),
+        )
+    }
+
     /// Cuts direct writes' zero padding off the end and syncs, so a file
     /// closed for good (rotated or at shutdown) holds exactly its entries.
     /// After a crash the padding is instead a torn tail above the
