@@ -326,9 +326,11 @@ impl DirectAppender {
                     out[filled..padded].fill(0);
                     padded
                 };
+                // Never empty: a write before the last fills the buffer, and
+                // the last one holds at least one byte.
                 let job_at = self.block_start;
                 self.block_start += whole as u64;
-                if write > 0 && to_writer.send((job_at, buffer, write)).is_err() {
+                if to_writer.send((job_at, buffer, write)).is_err() {
                     break;
                 }
             }

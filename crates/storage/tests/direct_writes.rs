@@ -136,8 +136,7 @@ fn the_appender_writes_the_data_then_padding_and_trims_it() {
 
 /// Overlapped appends (each write on a thread of its own while the next
 /// one's bytes are filled in) leave the file exactly as plain appends do,
-/// mixed with them in any order; and a failed write is reported, with the
-/// appender's buffers intact for the next call.
+/// mixed with them in any order; and a failed write is reported.
 #[test]
 fn overlapped_appends_write_what_plain_appends_write() {
     use epochdb_storage::{DirectAppender, FaultKind, FaultOp};
