@@ -271,6 +271,35 @@ impl DirectAppender {
         Ok(at)
     }
 
+    /// Takes over after the caller wrote the file's whole blocks up to
+    /// `len` rounded down itself (say, straight from memory laid out as
+    /// the file is): `tail` is the data after them, under one block, which
+    /// this writes zero-padded (if there is any) and carries for the next
+    /// append. Not durable until [`StorageFile::sync`].
+    ///
+    /// # Panics
+    ///
+    /// If `len` is below [`DirectAppender::len`] or `tail` is not
+    /// `len % DIRECT_ALIGN` bytes long.
+    pub fn advance(&mut self, file: &dyn StorageFile, len: u64, tail: &[u8]) -> Result<()> {
+        assert!(len >= self.len(), "an appender never moves back");
+        let align = DIRECT_ALIGN as u64;
+        assert_eq!(
+            tail.len() as u64,
+            len % align,
+            "the tail is the last partial block"
+        );
+        self.block_start = len / align * align;
+        self.carry = tail.len();
+        if tail.is_empty() {
+            return Ok(());
+        }
+        let block = &mut self.stage.as_mut_slice()[..DIRECT_ALIGN];
+        block[..tail.len()].copy_from_slice(tail);
+        block[tail.len()..].fill(0);
+        file.write_direct_at(self.block_start, block)
+    }
+
     /// Appends `len` bytes as [`DirectAppender::append`] does, but copies
     /// each write's bytes while a thread of its own writes the previous
     /// ones: `fill(offset, out)` puts the data's bytes from `offset` on into

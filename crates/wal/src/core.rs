@@ -54,6 +54,9 @@ pub(crate) struct Counters {
 pub(crate) struct Core {
     pub(crate) options: WalOptions,
     pub(crate) ring: Ring,
+    /// SDL masked with this is how far the ring may be reused
+    /// ([`Core::has_space`]): SDL's block is kept for in-place flushes.
+    reuse_mask: u64,
     /// The LSN sequencer (§4.1.2).
     pub(crate) next_lsn: CachePadded<AtomicU64>,
     /// Sequentially buffered LSN: every byte below is in the ring.
@@ -92,8 +95,10 @@ impl Core {
             LogKind::Vanilla => Tracker::Vanilla(Mutex::new(())),
             LogKind::BitmapScan => Tracker::Bitmap(Bitmap::new(ring_bytes.max(64))),
         };
+        let guard = options.in_place_guard();
         Self {
             ring: Ring::new(options.buffer_bytes),
+            reuse_mask: if guard > 0 { !(guard - 1) } else { !0 },
             options,
             next_lsn: CachePadded::new(AtomicU64::new(start)),
             sbl: CachePadded::new(AtomicU64::new(start)),
@@ -220,14 +225,20 @@ impl Core {
 
     /// Whether the ring bytes of `[lsn, lsn + len)` are free already.
     /// Acquire: the flusher's reads of the bytes to be overwritten are done.
+    ///
+    /// With in-place flushes ([`WalOptions::writes_in_place`]) the block
+    /// SDL lies in counts as unflushed: the next flush writes that whole
+    /// block again straight from the ring, so its flushed head must stay.
     pub(crate) fn has_space(&self, lsn: u64, len: u64) -> bool {
-        self.sdl.load(Acquire) >= (lsn + len).saturating_sub(self.ring.size())
+        self.sdl.load(Acquire) & self.reuse_mask >= (lsn + len).saturating_sub(self.ring.size())
     }
 
     /// Backpressure: waits until the ring bytes of `[lsn, lsn + len)` no
-    /// longer hold unflushed data, i.e. SDL ≥ `lsn + len − ring size`.
-    /// Deadlock-free while `len ≤ ring size`: the oldest waiter needs SDL
-    /// only up to its own LSN, which the entries before it reach.
+    /// longer hold unflushed data, i.e. SDL (rounded down to its block with
+    /// in-place flushes) ≥ `lsn + len − ring size`. Deadlock-free while
+    /// `len ≤` [`WalOptions::entry_max_bytes`]: the oldest waiter needs SDL
+    /// only up to its own LSN (less a block), which the entries before it
+    /// reach.
     pub(crate) fn wait_space(&self, lsn: u64, len: u64) -> Result<(), WalError> {
         let mut backoff = Backoff::new();
         while !self.has_space(lsn, len) {

@@ -1,5 +1,8 @@
 //! The ELEDA flusher (eleda §4.3): writes `[SDL, SBL)` to the active log
 //! file in I/O units, syncs, persists SDL, and only then publishes it.
+//! With direct writes the units go from the ring to the file in place
+//! (`ActiveFile::append_in_place`); otherwise, and where that cannot be
+//! done, they are copied out of the ring first.
 //!
 //! **SDL is persisted before it is published** (the paper stores SDL after
 //! advancing it). Publishing first would let a callback acknowledge an
@@ -80,7 +83,19 @@ impl Flusher {
     fn flush(&mut self, from: u64, to: u64) -> Result<(), WalError> {
         let io_unit = self.core.options.io_unit_bytes as u64;
         let mut at = from;
-        if to - from > io_unit {
+        if self.core.options.writes_in_place() {
+            // SAFETY: `[from, to)` lies in `[SDL, SBL)` (SBL loaded with
+            // Acquire), `from` is the file's end, and `Core::has_space`
+            // keeps SDL's block from writers until SDL moves on.
+            if let Some(result) = unsafe {
+                self.active
+                    .append_in_place(&self.core.ring, from, to, io_unit)
+            } {
+                result?;
+                at = to;
+            }
+        }
+        if at < to && to - from > io_unit {
             // Several units: each write (one unit and the block carried from
             // the last, cut at file blocks) runs on a thread of its own while
             // the next one's bytes are copied out of the ring. Copying first

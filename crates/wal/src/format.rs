@@ -7,16 +7,23 @@
 //!
 //! ```text
 //! offset       block
-//!      0       file header   kind 1, payload: start_lsn u64            (24 bytes)
-//!     24       entry at LSN start_lsn       kind 2 (see below)
-//!     24 + n   entry at LSN start_lsn + n   ...
+//!      0       file header   kind 1, version 2, payload: start_lsn u64,
+//!                            then zeros: H bytes in all, where H is the
+//!                            least H ≥ 24 with H ≡ start_lsn (mod 4096)
+//!      H       entry at LSN start_lsn       kind 2 (see below)
+//!      H + n   entry at LSN start_lsn + n   ...
 //! ```
 //!
 //! The log is framed **per entry** (one append = one entry = one pending LSN
 //! node of eleda §4.1): the frame is built by the database thread and copied
 //! into the ring buffer at its LSN, so the file is a byte-exact image of the
-//! LSN space `[start_lsn, …)` behind a fixed header, and the entry at LSN
-//! `l` sits at file offset `24 + (l - start_lsn)`. SBL and SDL always fall
+//! LSN space `[start_lsn, …)` behind its header, and the entry at LSN `l`
+//! sits at file offset `H + (l - start_lsn)`. The header's padding makes
+//! that offset ≡ `l` (mod 4096), as the entry's place in the ring is: so
+//! the flusher writes the ring's 4 KiB blocks to the file's blocks as they
+//! are, past the page cache, without copying them (`segments.rs`). Files
+//! of format 1 (a 24-byte header) are still read, and appended to by
+//! copying. SBL and SDL always fall
 //! on entry ends (§4.2.1's straddling rule), so no flush splits an entry;
 //! a crash can still tear the last write, which the frame decoder reports
 //! as a torn tail.
@@ -43,8 +50,12 @@ use epochdb_storage::{decode_block, encode_block, BLOCK_HEADER_BYTES};
 pub(crate) const LOG_MAGIC: u32 = u32::from_le_bytes(*b"ELWL");
 /// Magic of SDL slots: "ELSD".
 pub(crate) const SDL_MAGIC: u32 = u32::from_le_bytes(*b"ELSD");
-/// Format version of both files.
+/// Format version of entries and SDL slots.
 pub(crate) const FORMAT_VERSION: u16 = 1;
+/// Format version of the log file header this build writes: 2, padded so
+/// file offsets and LSNs agree modulo 4096. Version 1 (no padding) is
+/// read too.
+pub(crate) const FILE_HEADER_VERSION: u16 = 2;
 
 /// Block kind of a log file's header.
 pub(crate) const KIND_FILE_HEADER: u16 = 1;
@@ -53,8 +64,10 @@ pub(crate) const KIND_ENTRY: u16 = 2;
 /// Block kind of an SDL slot.
 pub(crate) const KIND_SDL: u16 = 3;
 
-/// Bytes of a log file's header block.
-pub(crate) const FILE_HEADER_BYTES: u64 = (BLOCK_HEADER_BYTES + 8) as u64;
+/// Bytes of a log file's header block at the least (format 1's size).
+pub(crate) const FILE_HEADER_MIN_BYTES: u64 = (BLOCK_HEADER_BYTES + 8) as u64;
+/// The file offsets and LSNs of a log file agree modulo this.
+pub(crate) const LSN_ALIGN: u64 = epochdb_storage::DIRECT_ALIGN as u64;
 /// Bytes an entry adds to its records: frame header, lsn, count.
 pub const ENTRY_OVERHEAD_BYTES: usize = BLOCK_HEADER_BYTES + 12;
 /// Bytes each record adds inside an entry: its length.
@@ -183,17 +196,27 @@ pub(crate) fn decode_entry_payload(payload: &[u8]) -> Result<(u64, Vec<Vec<u8>>)
     Ok((lsn, records.map(<[u8]>::to_vec).collect()))
 }
 
-/// The header block of the log file starting at `start`.
+/// Bytes of the (format 2) header of the log file starting at `start`:
+/// the least `H ≥ FILE_HEADER_MIN_BYTES` with `H ≡ start (mod LSN_ALIGN)`.
+pub(crate) fn file_header_bytes(start: u64) -> u64 {
+    FILE_HEADER_MIN_BYTES + (start.wrapping_sub(FILE_HEADER_MIN_BYTES) % LSN_ALIGN)
+}
+
+/// The header block of the log file starting at `start`
+/// ([`file_header_bytes`] long).
 pub(crate) fn encode_file_header(start: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FILE_HEADER_BYTES as usize);
+    let bytes = file_header_bytes(start) as usize;
+    let mut payload = vec![0u8; bytes - BLOCK_HEADER_BYTES];
+    payload[..8].copy_from_slice(&start.to_le_bytes());
+    let mut out = Vec::with_capacity(bytes);
     encode_block(
         &mut out,
         LOG_MAGIC,
-        FORMAT_VERSION,
+        FILE_HEADER_VERSION,
         KIND_FILE_HEADER,
-        &start.to_le_bytes(),
+        &payload,
     );
-    debug_assert_eq!(out.len() as u64, FILE_HEADER_BYTES);
+    debug_assert_eq!(out.len(), bytes);
     out
 }
 
@@ -278,6 +301,36 @@ mod tests {
         file[SDL_SLOT_BYTES as usize + 20] ^= 1; // damage the newer slot
         assert_eq!(decode_sdl_file(&file), Some((7, 100)));
         assert_eq!(decode_sdl_file(&[]), None);
+    }
+
+    #[test]
+    fn file_headers_put_entries_at_offsets_congruent_to_their_lsns() {
+        for start in [
+            0,
+            1,
+            23,
+            24,
+            25,
+            4095,
+            4096,
+            4119,
+            4120,
+            1 << 40,
+            u64::MAX - 7,
+        ] {
+            let header = encode_file_header(start);
+            let bytes = header.len() as u64;
+            assert_eq!(bytes, file_header_bytes(start));
+            assert!((FILE_HEADER_MIN_BYTES..FILE_HEADER_MIN_BYTES + LSN_ALIGN).contains(&bytes));
+            assert_eq!(bytes % LSN_ALIGN, start % LSN_ALIGN, "start {start}");
+            let (block, next) = decode_block(&header, 0, LOG_MAGIC).unwrap().unwrap();
+            assert_eq!(next as u64, bytes);
+            assert_eq!(
+                (block.kind, block.version),
+                (KIND_FILE_HEADER, FILE_HEADER_VERSION)
+            );
+            assert_eq!(payload_u64(block.payload, 0), Some(start));
+        }
     }
 
     #[test]

@@ -123,8 +123,33 @@ impl WalOptions {
     /// The largest entry (header included) one append may write: it must
     /// fit the ring, or its writer could never find room (§4.1.1's
     /// "consumer never overruns the producer" read the other way round).
+    ///
+    /// When the flusher writes the ring in place ([`WalOptions::writes_in_place`]),
+    /// the ring's last flushed block stays reserved (the next flush writes
+    /// it again), so one block less.
     pub fn entry_max_bytes(&self) -> usize {
-        self.buffer_bytes
+        (self.buffer_bytes - self.in_place_guard() as usize)
             .min(epochdb_storage::BLOCK_PAYLOAD_MAX_BYTES + epochdb_storage::BLOCK_HEADER_BYTES)
+    }
+
+    /// Whether the flusher writes the ring's blocks to the file as they
+    /// are, without copying them: with direct writes, I/O units of whole
+    /// 4 KiB blocks, and a ring of at least two units (so the block it
+    /// keeps reserved leaves room for entries).
+    pub fn writes_in_place(&self) -> bool {
+        self.direct_io
+            && self.io_unit_bytes >= epochdb_storage::DIRECT_ALIGN
+            && self.buffer_bytes >= 2 * self.io_unit_bytes
+    }
+
+    /// The granule below which SDL's block stays reserved in the ring:
+    /// 4096 when the flusher writes in place (it rewrites the block SDL
+    /// lies in, from the ring), else 0 (nothing kept).
+    pub(crate) fn in_place_guard(&self) -> u64 {
+        if self.writes_in_place() {
+            epochdb_storage::DIRECT_ALIGN as u64
+        } else {
+            0
+        }
     }
 }

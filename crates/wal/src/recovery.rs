@@ -26,8 +26,9 @@ use epochdb_storage::{scan_blocks, Block, ScanEnd, Storage, StorageError};
 
 use crate::error::WalError;
 use crate::format::{
-    decode_sdl_file, parse_entry_payload, parse_log_file_name, payload_u64, EntryRecords,
-    FILE_HEADER_BYTES, FORMAT_VERSION, KIND_ENTRY, KIND_FILE_HEADER, LOG_MAGIC, SDL_FILE_NAME,
+    decode_sdl_file, file_header_bytes, parse_entry_payload, parse_log_file_name, payload_u64,
+    EntryRecords, FILE_HEADER_MIN_BYTES, FILE_HEADER_VERSION, FORMAT_VERSION, KIND_ENTRY,
+    KIND_FILE_HEADER, LOG_MAGIC, SDL_FILE_NAME,
 };
 use crate::lsn::{Lsn, LsnRange};
 
@@ -104,6 +105,8 @@ pub(crate) struct Scan {
     pub(crate) log: RecoveredLog,
     /// `(start LSN, path)` of every kept file, in order.
     pub(crate) files: Vec<(Lsn, PathBuf)>,
+    /// The size of the last kept file's header (0 without files).
+    pub(crate) last_header_bytes: u64,
 }
 
 /// Reads and verifies the log in `dir` without changing anything: what
@@ -130,12 +133,22 @@ impl<E> From<StorageError> for Stop<E> {
     }
 }
 
-/// Whether `block` is the header of a log file starting at `start`.
-fn is_file_header(block: &Block<'_>, start: Lsn) -> bool {
-    block.kind == KIND_FILE_HEADER
-        && block.version == FORMAT_VERSION
-        && payload_u64(block.payload, 0) == Some(start)
-        && block.payload.len() == 8
+/// The size of `block` if it is the header of a log file starting at
+/// `start`: format 1's 24 bytes, or format 2's padded header (see
+/// `format.rs`).
+fn file_header_size(block: &Block<'_>, start: Lsn) -> Option<u64> {
+    if block.kind != KIND_FILE_HEADER || payload_u64(block.payload, 0) != Some(start) {
+        return None;
+    }
+    let size = (epochdb_storage::BLOCK_HEADER_BYTES + block.payload.len()) as u64;
+    let fits = match block.version {
+        1 => size == FILE_HEADER_MIN_BYTES,
+        FILE_HEADER_VERSION => {
+            size == file_header_bytes(start) && block.payload[8..].iter().all(|&b| b == 0)
+        }
+        _ => false,
+    };
+    fits.then_some(size)
 }
 
 /// The entry in `block` if it is a well-formed entry at `lsn`; else why not.
@@ -173,6 +186,7 @@ pub(crate) fn scan<E: From<WalError>>(
         return Ok(Scan {
             log,
             files: Vec::new(),
+            last_header_bytes: 0,
         });
     }
     let sdl_path = dir.join(SDL_FILE_NAME);
@@ -202,6 +216,7 @@ pub(crate) fn scan<E: From<WalError>>(
         .collect();
     names.sort();
     let mut files = Vec::new();
+    let mut last_header_bytes = 0;
     let mut expected: Option<Lsn> = None;
     let mut buffer = Vec::new();
     let count = names.len();
@@ -224,19 +239,19 @@ pub(crate) fn scan<E: From<WalError>>(
         if i == 0 {
             log.start_lsn = start;
         }
-        let mut header_ok = false;
+        let mut header_bytes = None;
         let mut bad_entry = None;
         let scanned =
             scan_blocks::<Stop<E>>(storage, &path, LOG_MAGIC, &mut buffer, |offset, block| {
-                if offset == 0 {
-                    header_ok = is_file_header(&block, start);
-                    return Ok(if header_ok {
+                let Some(header) = header_bytes else {
+                    header_bytes = file_header_size(&block, start);
+                    return Ok(if header_bytes.is_some() {
                         ControlFlow::Continue(())
                     } else {
                         ControlFlow::Break(())
                     });
-                }
-                let lsn = start + (offset - FILE_HEADER_BYTES);
+                };
+                let lsn = start + (offset - header);
                 let len = (epochdb_storage::BLOCK_HEADER_BYTES + block.payload.len()) as u64;
                 match entry_at(&block, lsn, len) {
                     Ok(entry) => visit(entry)
@@ -253,7 +268,7 @@ pub(crate) fn scan<E: From<WalError>>(
             Err(Stop::Log(error)) => return Err(error.into()),
             Err(Stop::Visitor(error)) => return Err(error),
         };
-        if !header_ok {
+        let Some(header) = header_bytes else {
             if last && start >= persisted && start == expected.unwrap_or(start) {
                 log.discarded = Some(DiscardedTail {
                     file: path.clone(),
@@ -266,7 +281,7 @@ pub(crate) fn scan<E: From<WalError>>(
                 break;
             }
             return Err(corrupt(0, "bad file header".to_string()).into());
-        }
+        };
         let bad = match end {
             ScanEnd::Clean => None,
             ScanEnd::Damaged { offset, error } => Some((offset, error.to_string())),
@@ -280,7 +295,7 @@ pub(crate) fn scan<E: From<WalError>>(
         let end_offset = match bad {
             None => size,
             Some((offset, reason)) => {
-                let lsn = start + (offset - FILE_HEADER_BYTES);
+                let lsn = start + (offset - header);
                 if lsn < persisted || !last {
                     return Err(corrupt(
                         offset,
@@ -298,7 +313,8 @@ pub(crate) fn scan<E: From<WalError>>(
                 offset
             }
         };
-        expected = Some(start + (end_offset - FILE_HEADER_BYTES));
+        expected = Some(start + (end_offset - header));
+        last_header_bytes = header;
         files.push((start, path));
     }
     log.end_lsn = expected.unwrap_or(persisted);
@@ -312,7 +328,7 @@ pub(crate) fn scan<E: From<WalError>>(
     }
     if persisted > log.end_lsn {
         let (file, offset) = match files.last() {
-            Some((start, path)) => (path.clone(), FILE_HEADER_BYTES + (log.end_lsn - start)),
+            Some((start, path)) => (path.clone(), last_header_bytes + (log.end_lsn - start)),
             None => (dir.to_path_buf(), 0),
         };
         return Err(WalError::Corrupted {
@@ -325,5 +341,88 @@ pub(crate) fn scan<E: From<WalError>>(
         }
         .into());
     }
-    Ok(Scan { log, files })
+    Ok(Scan {
+        log,
+        files,
+        last_header_bytes,
+    })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Arc;
+
+    use epochdb_storage::{encode_block, SimStorage, Storage};
+
+    use crate::format::{encode_entry, encode_sdl_slot, log_file_name, SDL_SLOT_BYTES};
+    use crate::{LogKind, Wal, WalOptions};
+
+    use super::*;
+
+    /// A log written by format 1 (a 24-byte header, so file offsets and
+    /// LSNs disagree modulo 4096) is recovered, appended to by copying,
+    /// and rotated into a format-2 file.
+    #[test]
+    fn a_format_1_log_is_read_and_appended_to() {
+        let disk = SimStorage::new(3);
+        let dir = Path::new("/db/wal");
+        disk.create_dir_all(dir).unwrap();
+        let mut log = Vec::new();
+        encode_block(
+            &mut log,
+            LOG_MAGIC,
+            1,
+            KIND_FILE_HEADER,
+            &0u64.to_le_bytes(),
+        );
+        let mut entry = Vec::new();
+        for i in 0..10u8 {
+            let lsn = log.len() as u64 - FILE_HEADER_MIN_BYTES;
+            encode_entry(&mut entry, lsn, &[&[i; 100]]);
+            log.extend_from_slice(&entry);
+        }
+        let end = log.len() as u64 - FILE_HEADER_MIN_BYTES;
+        let mut file = disk.create(&dir.join(log_file_name(0))).unwrap();
+        file.append(&log).unwrap();
+        file.sync().unwrap();
+        let mut sdl = encode_sdl_slot(1, end);
+        sdl.resize(2 * SDL_SLOT_BYTES as usize, 0);
+        let mut file = disk.create(&dir.join(SDL_FILE_NAME)).unwrap();
+        file.append(&sdl).unwrap();
+        file.sync().unwrap();
+        disk.sync_dir(dir).unwrap();
+
+        let options = WalOptions {
+            kind: LogKind::Grasshopper,
+            io_unit_bytes: 4 << 10,
+            buffer_bytes: 64 << 10,
+            hop_shift: 10,
+            file_max_bytes: 32 << 10,
+            ..WalOptions::default()
+        };
+        assert!(options.writes_in_place());
+        let (wal, recovered) = Wal::open(Arc::new(disk.clone()), dir, options.clone()).unwrap();
+        assert_eq!((recovered.entries.len(), recovered.end_lsn), (10, end));
+        let mut h = wal.thread_handle();
+        for i in 0..200u32 {
+            let r = h.append(&[&i.to_le_bytes().repeat(60)]).unwrap();
+            if i % 7 == 0 {
+                h.wait_durable(r.end).unwrap();
+            }
+        }
+        drop(h);
+        wal.shutdown().unwrap();
+        let (_, recovered) = Wal::open(Arc::new(disk.clone()), dir, options).unwrap();
+        assert_eq!(recovered.entries.len(), 210);
+        assert_eq!(recovered.entries[3].records, vec![vec![3u8; 100]]);
+        assert_eq!(
+            recovered.entries[209].records,
+            vec![199u32.to_le_bytes().repeat(60)]
+        );
+        let names = disk.list(dir).unwrap();
+        let logs: Vec<_> = names.iter().filter(|n| n.ends_with(".log")).collect();
+        assert!(logs.len() >= 2, "rotated: {logs:?}");
+        let first = disk.read(&dir.join(log_file_name(0))).unwrap();
+        assert_eq!(&first[..24], &log[..24], "the format-1 header stays");
+    }
 }

@@ -114,6 +114,35 @@ impl Ring {
         }
     }
 
+    /// The bytes of LSNs `[lsn, lsn + len)` in place, where they do not wrap
+    /// (`None` if they do, and under loom, whose cells are not bytes). The
+    /// ring's memory is page-aligned, so a range starting at a multiple of
+    /// 4096 starts at a 4096-aligned address: a direct write takes it as is.
+    ///
+    /// # Safety
+    ///
+    /// As [`Ring::read`], for as long as the slice lives.
+    pub(crate) unsafe fn in_place(&self, lsn: u64, len: usize) -> Option<&[u8]> {
+        #[cfg(not(loom))]
+        {
+            let at = (lsn & self.mask) as usize;
+            if len > self.bytes.len() - at {
+                return None;
+            }
+            let cells = &self.bytes[at..at + len];
+            // SAFETY: contiguous bytes as in `copy_in`; the caller
+            // guarantees no one writes them while the slice lives.
+            Some(unsafe {
+                std::slice::from_raw_parts(UnsafeCell::raw_get(cells.as_ptr()) as *const u8, len)
+            })
+        }
+        #[cfg(loom)]
+        {
+            let _ = (lsn, len);
+            None
+        }
+    }
+
     #[cfg(not(loom))]
     unsafe fn copy_in(&self, at: usize, data: &[u8]) {
         if data.is_empty() {

@@ -15,11 +15,12 @@ use parking_lot::Mutex;
 
 use crate::error::WalError;
 use crate::format::{
-    encode_file_header, encode_sdl_slot, log_file_name, FILE_HEADER_BYTES, REMOVING_SUFFIX,
-    SDL_FILE_NAME, SDL_SLOT_BYTES,
+    encode_file_header, encode_sdl_slot, log_file_name, REMOVING_SUFFIX, SDL_FILE_NAME,
+    SDL_SLOT_BYTES,
 };
 use crate::lsn::Lsn;
 use crate::recovery::Scan;
+use crate::ring::Ring;
 
 /// `(start LSN, path)` of every log file, oldest first; the last is active.
 pub(crate) type FileList = Arc<Mutex<Vec<(Lsn, PathBuf)>>>;
@@ -33,6 +34,11 @@ pub(crate) struct ActiveFile {
     /// each append is then written in whole 4 KiB blocks, the file's end
     /// zero-padded to a block until [`ActiveFile::seal`].
     direct: Option<DirectAppender>,
+    /// The first LSN whose 4 KiB block [`ActiveFile::append_in_place`] may
+    /// write from the ring: the file's start (below it the block holds the
+    /// header), or, in the file a recovery reopened, the recovered end
+    /// (this run's ring holds nothing written before it).
+    in_place_from: Lsn,
 }
 
 /// How the flusher writes: through the page cache, or past it with each
@@ -44,7 +50,12 @@ pub(crate) struct WriteMode {
 }
 
 impl ActiveFile {
-    fn new(file: Box<dyn StorageFile>, len: u64, mode: WriteMode) -> Result<Self, WalError> {
+    fn new(
+        file: Box<dyn StorageFile>,
+        len: u64,
+        mode: WriteMode,
+        in_place_from: Lsn,
+    ) -> Result<Self, WalError> {
         let direct = if mode.direct {
             Some(DirectAppender::new(
                 file.as_ref(),
@@ -54,7 +65,12 @@ impl ActiveFile {
         } else {
             None
         };
-        Ok(ActiveFile { file, len, direct })
+        Ok(ActiveFile {
+            file,
+            len,
+            direct,
+            in_place_from,
+        })
     }
 
     /// Appends `bytes` at the file's end (not durable until a sync).
@@ -64,6 +80,64 @@ impl ActiveFile {
             None => self.file.append(bytes)?,
         };
         Ok(())
+    }
+
+    /// Appends the ring's LSNs `[from, to)` without copying them (eleda
+    /// §3.1: the flusher writes the log buffer's I/O units): the 4 KiB
+    /// blocks holding them go from the ring to the file as they are, one
+    /// write per I/O unit of LSN space, since the file's offsets agree
+    /// with LSNs modulo 4096 (`format.rs`). The first block is the one the
+    /// previous flush ended in, written again whole from the ring; only
+    /// the last, partial block is copied, to be zero-padded. `None` where
+    /// this cannot be done (no direct writes, a format-1 file, a block
+    /// holding the header or bytes from before this run): the caller
+    /// copies instead.
+    ///
+    /// # Safety
+    ///
+    /// `[from, to)` is below an SBL the caller loaded with Acquire, `from`
+    /// is this file's end, and no writer reuses the ring from `from`'s
+    /// block on until the caller publishes a later SDL
+    /// ([`Core::has_space`](crate::core::Core::has_space) keeps SDL's block).
+    pub(crate) unsafe fn append_in_place(
+        &mut self,
+        ring: &Ring,
+        from: Lsn,
+        to: Lsn,
+        io_unit: u64,
+    ) -> Option<Result<(), WalError>> {
+        const ALIGN: u64 = DIRECT_ALIGN as u64;
+        let direct = self.direct.as_mut()?;
+        let file_len = direct.len();
+        let first_block = from / ALIGN * ALIGN;
+        if file_len % ALIGN != from % ALIGN || first_block < self.in_place_from || cfg!(loom) {
+            return None;
+        }
+        // The file offset of `first_block`, and so of every block after it.
+        let base = file_len - from % ALIGN;
+        let body_end = to / ALIGN * ALIGN;
+        let mut at = first_block;
+        while at < body_end {
+            // One write per I/O unit; the ring's end is a unit boundary.
+            let end = body_end.min((at / io_unit + 1) * io_unit);
+            // SAFETY: forwarded from the caller: written, published and not
+            // reused while the slice lives.
+            let blocks = unsafe { ring.in_place(at, (end - at) as usize) }
+                .expect("a unit of LSN space never wraps the ring");
+            if let Err(e) = self.file.write_direct_at(base + (at - first_block), blocks) {
+                return Some(Err(e.into()));
+            }
+            at = end;
+        }
+        // SAFETY: as above; under a block from a block boundary, so it does
+        // not wrap either.
+        let tail = unsafe { ring.in_place(body_end, (to - body_end) as usize) }
+            .expect("a block never wraps the ring");
+        Some(
+            direct
+                .advance(self.file.as_ref(), file_len + (to - from), tail)
+                .map_err(WalError::from),
+        )
     }
 
     /// Appends `len` bytes that `fill(offset, out)` produces, copying the
@@ -162,8 +236,8 @@ pub(crate) fn prepare(
         Some((start, path)) => {
             let file = storage.open(path)?;
             let len = file.size()?;
-            debug_assert_eq!(len, FILE_HEADER_BYTES + (end - start));
-            ActiveFile::new(file, len, mode)?
+            debug_assert_eq!(len, scan.last_header_bytes + (end - start));
+            ActiveFile::new(file, len, mode, end)?
         }
         None => create_log_file(storage, dir, end, mode)?,
     };
@@ -204,10 +278,11 @@ pub(crate) fn create_log_file(
     mode: WriteMode,
 ) -> Result<ActiveFile, WalError> {
     let mut file = storage.create(&dir.join(log_file_name(start)))?;
-    file.append(&encode_file_header(start))?;
+    let header = encode_file_header(start);
+    file.append(&header)?;
     file.sync()?;
     storage.sync_dir(dir)?;
-    ActiveFile::new(file, FILE_HEADER_BYTES, mode)
+    ActiveFile::new(file, header.len() as u64, mode, start)
 }
 
 /// Removes every file whose entries all lie below `lsn` (never the active

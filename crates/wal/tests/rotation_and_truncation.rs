@@ -152,24 +152,20 @@ fn a_file_half_removed_at_a_crash_is_removed_at_recovery() {
 #[test]
 fn entries_too_large_are_refused() {
     let disk = SimStorage::new(4);
-    let (wal, _) = Wal::open(
-        Arc::new(disk),
-        "/db/wal",
-        small_options(LogKind::Grasshopper),
-    )
-    .unwrap();
+    let options = small_options(LogKind::Grasshopper);
+    let max = options.entry_max_bytes();
+    assert!(max <= options.buffer_bytes, "an entry fits the ring");
+    let (wal, _) = Wal::open(Arc::new(disk), "/db/wal", options).unwrap();
     let mut h = wal.thread_handle();
-    let big = vec![0u8; 64 << 10];
+    let big =
+        vec![0u8; max + 1 - epochdb_wal::ENTRY_OVERHEAD_BYTES - epochdb_wal::RECORD_OVERHEAD_BYTES];
     assert!(matches!(
         h.append(&[&big]),
         Err(epochdb_wal::WalError::EntryTooLarge { .. })
     ));
     // The largest entry that fits still goes through.
     let fits =
-        vec![
-            1u8;
-            (64 << 10) - epochdb_wal::ENTRY_OVERHEAD_BYTES - epochdb_wal::RECORD_OVERHEAD_BYTES
-        ];
+        vec![1u8; max - epochdb_wal::ENTRY_OVERHEAD_BYTES - epochdb_wal::RECORD_OVERHEAD_BYTES];
     let r = h.append(&[&fits]).unwrap();
     h.wait_durable(r.end).unwrap();
 }
