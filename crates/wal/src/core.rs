@@ -95,10 +95,10 @@ impl Core {
             LogKind::Vanilla => Tracker::Vanilla(Mutex::new(())),
             LogKind::BitmapScan => Tracker::Bitmap(Bitmap::new(ring_bytes.max(64))),
         };
-        let guard = options.in_place_guard();
         Self {
             ring: Ring::new(options.buffer_bytes),
-            reuse_mask: if guard > 0 { !(guard - 1) } else { !0 },
+            // A guard of 0 (nothing kept) masks nothing, as a guard of 1.
+            reuse_mask: !(options.in_place_guard().max(1) - 1),
             options,
             next_lsn: CachePadded::new(AtomicU64::new(start)),
             sbl: CachePadded::new(AtomicU64::new(start)),
