@@ -3,6 +3,10 @@
 //! page-aligned chunks into a small pool of recycled buffers, while
 //! `threads` workers decode the chunks already read and set the index.
 //!
+//! The chunks are read past the page cache (`read_direct_at`): the log is
+//! read once, so the cache would only cost the reading thread a copy of
+//! every byte and its page bookkeeping, on cores the replay needs.
+//!
 //! Why order between workers does not matter: a key's newest record in
 //! the checkpoint is its highest address (the log is append-only), so a
 //! worker raises an entry only to a *higher* address
@@ -22,7 +26,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use epochdb_storage::StorageFile;
+use epochdb_storage::{DirectVec, StorageFile, DIRECT_ALIGN};
 
 use crate::checkpoint::Metadata;
 use crate::error::{Error, Result};
@@ -58,10 +62,11 @@ fn chunk_bytes(range: u64, page_bits: u32, threads: usize) -> u64 {
 }
 
 /// A read piece of the log: `buf` holds `[start, start + buf.len())`,
-/// whole pages from a page boundary (the last may end at `l_e`).
+/// whole pages from a page boundary (the last may end at `l_e`). Pages
+/// are at least [`DIRECT_ALIGN`], so `start` is aligned for a direct read.
 struct Chunk {
     start: u64,
-    buf: Vec<u8>,
+    buf: DirectVec,
 }
 
 /// What replay hands back: the version-(v+1) records at or above `l_s`
@@ -92,7 +97,7 @@ pub(crate) fn replay(
         errors.lock().expect("not poisoned").push((at, error));
     };
     let (to_workers, work) = crossbeam_channel::bounded::<Chunk>(buffers);
-    let (to_reader, spare) = crossbeam_channel::bounded::<Vec<u8>>(buffers);
+    let (to_reader, spare) = crossbeam_channel::bounded::<DirectVec>(buffers);
     let mut invalid = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
@@ -129,7 +134,7 @@ pub(crate) fn replay(
                 Ok(buf) => buf,
                 Err(_) if allocated < buffers => {
                     allocated += 1;
-                    Vec::new()
+                    DirectVec::default()
                 }
                 Err(_) => match spare.recv() {
                     Ok(buf) => buf,
@@ -137,15 +142,23 @@ pub(crate) fn replay(
                     Err(_) => break,
                 },
             };
-            buf.resize((end - start) as usize, 0);
-            let n = match file.read_at(start, &mut buf) {
-                Ok(n) => n,
+            // The last chunk ends at l_e: read it to a block boundary and
+            // keep what is below l_e.
+            let want = (end - start) as usize;
+            let mut read = Ok(0);
+            buf.clear();
+            buf.extend_with(want.next_multiple_of(DIRECT_ALIGN), |bytes| {
+                read = file.read_direct_at(start, bytes);
+            });
+            let n = match read {
+                Ok(n) => n.min(want),
                 Err(e) => {
                     found(start, e.into());
                     break;
                 }
             };
-            let short = n < buf.len();
+            buf.truncate(want);
+            let short = n < want;
             if short {
                 // Decode the whole pages read; the page the log ends in was
                 // never decoded by a page-at-a-time replay either.

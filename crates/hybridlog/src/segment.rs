@@ -226,6 +226,34 @@ impl SegmentedFile {
     }
 }
 
+impl SegmentedFile {
+    /// Reads `buf` from `offset` segment by segment with `read` (given a
+    /// segment's file, the offset in it and the part of `buf` it holds);
+    /// stops at a missing segment or a short read.
+    fn read_split(
+        &self,
+        mut offset: u64,
+        buf: &mut [u8],
+        read: impl Fn(&dyn StorageFile, u64, &mut [u8]) -> SegResult<usize>,
+    ) -> SegResult<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            let (n, first) = self.locate(offset);
+            let take = (self.room(offset).min((buf.len() - done) as u64)) as usize;
+            let Some(file) = self.segment(n, false)? else {
+                break;
+            };
+            let got = read(&*file, offset - first, &mut buf[done..done + take])?;
+            done += got;
+            offset += got as u64;
+            if got < take {
+                break;
+            }
+        }
+        Ok(done)
+    }
+}
+
 impl StorageFile for SegmentedFile {
     fn path(&self) -> &Path {
         &self.path
@@ -264,22 +292,15 @@ impl StorageFile for SegmentedFile {
         Ok(at)
     }
 
-    fn read_at(&self, mut offset: u64, buf: &mut [u8]) -> SegResult<usize> {
-        let mut done = 0;
-        while done < buf.len() {
-            let (n, first) = self.locate(offset);
-            let take = (self.room(offset).min((buf.len() - done) as u64)) as usize;
-            let Some(file) = self.segment(n, false)? else {
-                break;
-            };
-            let got = file.read_at(offset - first, &mut buf[done..done + take])?;
-            done += got;
-            offset += got as u64;
-            if got < take {
-                break;
-            }
-        }
-        Ok(done)
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> SegResult<usize> {
+        self.read_split(offset, buf, |file, at, part| file.read_at(at, part))
+    }
+
+    /// Each segment's part is read directly: segments are whole pages (at
+    /// least 4 KiB), so the parts are aligned where the whole is, and a
+    /// misaligned whole is refused by the first part's read.
+    fn read_direct_at(&self, offset: u64, buf: &mut [u8]) -> SegResult<usize> {
+        self.read_split(offset, buf, |file, at, part| file.read_direct_at(at, part))
     }
 
     fn size(&self) -> SegResult<u64> {

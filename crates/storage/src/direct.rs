@@ -16,7 +16,26 @@ pub const DIRECT_ALIGN: usize = 4096;
 /// `InvalidInput` unless `offset`, `data.len()` and `data`'s address are
 /// multiples of [`DIRECT_ALIGN`].
 pub(crate) fn check_direct(path: &Path, offset: u64, data: &[u8]) -> Result<()> {
-    check_direct_parts(path, offset, data.len(), data.as_ptr() as usize)
+    check_direct_parts(
+        crate::Op::Write,
+        path,
+        offset,
+        data.len(),
+        data.as_ptr() as usize,
+    )
+}
+
+/// [`check_direct`] for [`StorageFile::read_direct_at`]'s buffer.
+///
+/// [`StorageFile::read_direct_at`]: crate::StorageFile::read_direct_at
+pub(crate) fn check_direct_read(path: &Path, offset: u64, buf: &[u8]) -> Result<()> {
+    check_direct_parts(
+        crate::Op::Read,
+        path,
+        offset,
+        buf.len(),
+        buf.as_ptr() as usize,
+    )
 }
 
 /// [`check_direct`] for [`StorageFile::write_words_direct_at`]'s words.
@@ -24,6 +43,7 @@ pub(crate) fn check_direct(path: &Path, offset: u64, data: &[u8]) -> Result<()> 
 /// [`StorageFile::write_words_direct_at`]: crate::StorageFile::write_words_direct_at
 pub(crate) fn check_direct_words(path: &Path, offset: u64, words: &[AtomicU64]) -> Result<()> {
     check_direct_parts(
+        crate::Op::Write,
         path,
         offset,
         std::mem::size_of_val(words),
@@ -31,7 +51,13 @@ pub(crate) fn check_direct_words(path: &Path, offset: u64, words: &[AtomicU64]) 
     )
 }
 
-fn check_direct_parts(path: &Path, offset: u64, len: usize, address: usize) -> Result<()> {
+fn check_direct_parts(
+    op: crate::Op,
+    path: &Path,
+    offset: u64,
+    len: usize,
+    address: usize,
+) -> Result<()> {
     let align = DIRECT_ALIGN as u64;
     let address = address as u64;
     if offset.is_multiple_of(align)
@@ -40,13 +66,18 @@ fn check_direct_parts(path: &Path, offset: u64, len: usize, address: usize) -> R
     {
         return Ok(());
     }
+    let what = if op == crate::Op::Read {
+        "read"
+    } else {
+        "write"
+    };
     Err(crate::StorageError::from_io(
-        crate::Op::Write,
+        op,
         path,
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!(
-                "a direct write needs offset {offset}, length {len} and address {address:#x} \
+                "a direct {what} needs offset {offset}, length {len} and address {address:#x} \
                  aligned to {align}"
             ),
         ),

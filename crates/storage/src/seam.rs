@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::direct::{check_direct, check_direct_words};
+use crate::direct::{check_direct, check_direct_read, check_direct_words};
 use crate::error::Result;
 use crate::DirectBuffer;
 
@@ -107,6 +107,21 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// Reads from `offset` until `buf` is full or the file ends; returns how
     /// many bytes were read (fewer than `buf.len()` only at the end).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize>;
+
+    /// [`StorageFile::read_at`] past the page cache where the file system
+    /// allows it (`O_DIRECT` on Linux): the disk's data goes straight into
+    /// `buf`, with no copy out of the cache and no cache pages to allocate
+    /// (a recovery reading a large log once). Elsewhere, and on a file
+    /// system that refuses it, and on the simulated disk, as
+    /// [`StorageFile::read_at`]. `offset`, `buf.len()` and `buf`'s address
+    /// must be multiples of [`DIRECT_ALIGN`](crate::DIRECT_ALIGN), or the
+    /// call fails with `InvalidInput` and reads nothing. Returns how many
+    /// bytes were read: fewer than `buf.len()` only at the end of the file
+    /// (which need not be aligned).
+    fn read_direct_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        check_direct_read(self.path(), offset, buf)?;
+        self.read_at(offset, buf)
+    }
 
     /// The file's current length in bytes.
     fn size(&self) -> Result<u64>;
