@@ -964,7 +964,7 @@ mod tests {
             .unwrap());
         for threads in [1, 3] {
             let (read, loaded) =
-                crate::index_load::read_index(&disk, &path, threads, true).unwrap();
+                crate::index_load::read_index(&disk, &path, threads, true, true).unwrap();
             assert_eq!(loaded, bytes);
             assert_eq!(read.fuzzy_words(), (words.clone(), overflow));
         }

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use epochdb_storage::{
-    decode_block, Block, Storage, StorageFile, BLOCK_HEADER_BYTES, BLOCK_PAYLOAD_MAX_BYTES,
+    decode_block, Block, DirectVec, Storage, StorageFile, BLOCK_HEADER_BYTES,
+    BLOCK_PAYLOAD_MAX_BYTES, DIRECT_ALIGN,
 };
 
 use crate::checkpoint::{frame_error, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_WORDS};
@@ -30,18 +31,24 @@ use crate::index::Index;
 const READ_CHUNK_BYTES: usize = 2 << 20;
 
 /// Reads an index file ahead in large chunks and cuts it into blocks as a
-/// one-block-at-a-time reader would.
+/// one-block-at-a-time reader would. The chunks are read past the page
+/// cache (`read_direct_at`) when `direct`: the file is read once, and the
+/// cache's copy and page bookkeeping would run on the cores that load the
+/// blocks.
 struct BlockReader<'a> {
     file: Box<dyn StorageFile + 'a>,
-    /// The file's bytes from `data_offset` on (shared with workers).
-    data: Arc<Vec<u8>>,
+    direct: bool,
+    /// The file's bytes from `data_offset` on (shared with workers). Its
+    /// end, `data_offset + data.len()`, is block-aligned until the file's
+    /// last read.
+    data: Arc<DirectVec>,
     data_offset: u64,
     /// Where the next block starts in `data`.
     at: usize,
     /// The last read came back short: there is no more.
     eof: bool,
     /// Buffers read before, to reuse once no worker holds them.
-    retired: Vec<Arc<Vec<u8>>>,
+    retired: Vec<Arc<DirectVec>>,
 }
 
 impl BlockReader<'_> {
@@ -56,17 +63,32 @@ impl BlockReader<'_> {
         if kept >= need || self.eof {
             return Ok(());
         }
-        let want = (need - kept).max(READ_CHUNK_BYTES);
+        let want = (need - kept)
+            .max(READ_CHUNK_BYTES)
+            .next_multiple_of(DIRECT_ALIGN);
+        // The kept bytes go just below a block boundary of the new buffer,
+        // so that the read lands on one.
+        let pad = kept.next_multiple_of(DIRECT_ALIGN) - kept;
         let mut next = self.spare();
-        next.reserve(kept + want);
+        next.reserve(pad + kept + want);
+        next.resize(pad, 0);
         next.extend_from_slice(&self.data[self.at..]);
-        next.resize(kept + want, 0);
         let from = self.data_offset + self.data.len() as u64;
-        let n = self.file.read_at(from, &mut next[kept..])?;
-        next.truncate(kept + n);
+        let mut read = Ok(0);
+        let file = &self.file;
+        next.extend_with(want, |bytes| {
+            read = if self.direct {
+                file.read_direct_at(from, bytes)
+            } else {
+                file.read_at(from, bytes)
+            }
+        });
+        let n = read?;
+        next.truncate(pad + kept + n);
         self.eof = n < want;
-        self.data_offset += self.at as u64;
-        self.at = 0;
+        // `from` is aligned and holds the kept bytes below it: no underflow.
+        self.data_offset = from - (pad + kept) as u64;
+        self.at = pad;
         let old = std::mem::replace(&mut self.data, Arc::new(next));
         self.retired.push(old);
         Ok(())
@@ -74,7 +96,7 @@ impl BlockReader<'_> {
 
     /// An empty buffer: a retired one no worker holds any more, or a new
     /// one.
-    fn spare(&mut self) -> Vec<u8> {
+    fn spare(&mut self) -> DirectVec {
         let free = self.retired.iter().position(|b| Arc::strong_count(b) == 1);
         let mut buf = free
             .and_then(|i| Arc::try_unwrap(self.retired.swap_remove(i)).ok())
@@ -107,7 +129,7 @@ impl BlockReader<'_> {
 /// A words block for a worker: `data[range]` is the block at file offset
 /// `offset`, whose words belong at bucket `first_bucket`.
 struct Job {
-    data: Arc<Vec<u8>>,
+    data: Arc<DirectVec>,
     range: Range<usize>,
     offset: u64,
     first_bucket: usize,
@@ -167,13 +189,14 @@ fn load(
 }
 
 /// Reads a fuzzy index checkpoint into a new index with `threads` workers
-/// (at least one) besides the reading thread: returns the index and the
-/// bytes of bucket words loaded.
+/// (at least one) besides the reading thread, past the page cache if
+/// `direct`: returns the index and the bytes of bucket words loaded.
 pub(crate) fn read_index(
     storage: &dyn Storage,
     path: &Path,
     threads: usize,
     huge_pages: bool,
+    direct: bool,
 ) -> Result<(Index, u64)> {
     let corrupt = |offset: u64, reason: String| Error::Corrupted {
         file: path.to_path_buf(),
@@ -182,7 +205,8 @@ pub(crate) fn read_index(
     };
     let mut reader = BlockReader {
         file: storage.open(path)?,
-        data: Arc::new(Vec::new()),
+        direct,
+        data: Arc::new(DirectVec::default()),
         data_offset: 0,
         at: 0,
         eof: false,
@@ -457,7 +481,7 @@ mod tests {
             );
             replace_atomically(&disk, &path, &bytes).unwrap();
             for result in [
-                read_index(&disk, &path, 2, true),
+                read_index(&disk, &path, 2, true, true),
                 one_block_at_a_time(&disk, &path),
             ] {
                 let error = outcome(result);
@@ -531,7 +555,7 @@ mod tests {
             replace_atomically(&disk, &path, &bytes).unwrap();
             let want = outcome(one_block_at_a_time(&disk, &path));
             for threads in [1, 4] {
-                let got = outcome(read_index(&disk, &path, threads, true));
+                let got = outcome(read_index(&disk, &path, threads, true, threads % 2 == 0));
                 assert!(
                     got == want,
                     "case {case}, {threads} threads: {got:.300} != {want:.300}"
@@ -540,6 +564,6 @@ mod tests {
         }
         let want = outcome(one_block_at_a_time(&disk, &dir.join(index_name(1))));
         assert!(want.starts_with("Ok"));
-        assert!(outcome(read_index(&disk, &dir.join(index_name(1)), 3, true)) == want);
+        assert!(outcome(read_index(&disk, &dir.join(index_name(1)), 3, true, false)) == want);
     }
 }

@@ -129,7 +129,13 @@ pub(crate) fn recover(
     let index_path = dir.join(index_name(meta.index_id));
     let threads = replay_threads(config.recovery_threads);
     let started = std::time::Instant::now();
-    let (index, index_bytes) = read_index(storage, &index_path, threads, config.huge_pages)?;
+    let (index, index_bytes) = read_index(
+        storage,
+        &index_path,
+        threads,
+        config.huge_pages,
+        config.direct_io,
+    )?;
     let index_time = started.elapsed();
     let file = SegmentedFile::open(storage_arc.clone(), dir, meta.segment_bits)?;
     let log_path = file.path().to_path_buf();
@@ -139,7 +145,15 @@ pub(crate) fn recover(
     let check_time = started.elapsed();
     let (snapshot_bytes, restored) = restore_snapshot(storage, dir, &file, &meta)?;
     let started = std::time::Instant::now();
-    let invalid = replay(&file, &log_path, &index, &meta, threads, &checks)?;
+    let invalid = replay(
+        &file,
+        &log_path,
+        &index,
+        &meta,
+        threads,
+        config.direct_io,
+        &checks,
+    )?;
     let replay_time = started.elapsed() + check_time;
     // What the log holds now, for the checkpoints to come: the restored
     // snapshot pieces, nothing above l_e (written again once the store

@@ -3,9 +3,10 @@
 //! page-aligned chunks into a small pool of recycled buffers, while
 //! `threads` workers decode the chunks already read and set the index.
 //!
-//! The chunks are read past the page cache (`read_direct_at`): the log is
-//! read once, so the cache would only cost the reading thread a copy of
-//! every byte and its page bookkeeping, on cores the replay needs.
+//! With `Config::direct_io` the chunks are read past the page cache
+//! (`read_direct_at`), as the log was written: the log is read once, so
+//! the cache would only cost the reading thread a copy of every byte and
+//! its page bookkeeping, on the cores the replay needs.
 //!
 //! Why order between workers does not matter: a key's newest record in
 //! the checkpoint is its highest address (the log is append-only), so a
@@ -77,6 +78,7 @@ pub(crate) fn replay(
     index: &Index,
     meta: &Metadata,
     threads: usize,
+    direct: bool,
     checks: &[Check],
 ) -> Result<Vec<u64>> {
     let threads = threads.max(1);
@@ -148,7 +150,11 @@ pub(crate) fn replay(
             let mut read = Ok(0);
             buf.clear();
             buf.extend_with(want.next_multiple_of(DIRECT_ALIGN), |bytes| {
-                read = file.read_direct_at(start, bytes);
+                read = if direct {
+                    file.read_direct_at(start, bytes)
+                } else {
+                    file.read_at(start, bytes)
+                };
             });
             let n = match read {
                 Ok(n) => n.min(want),

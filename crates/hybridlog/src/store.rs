@@ -63,7 +63,9 @@ pub struct Config {
     /// rewrites the 4 KiB blocks its range starts and ends in. Buffered,
     /// the kernel's first touch of fresh page-cache pages limited the flush
     /// to about 0.4 GB/s here (BENCHMARKS.md). Reads of evicted records
-    /// then come from the disk, not from the page cache. Default on.
+    /// then come from the disk, not from the page cache, and recovery
+    /// reads the index and the log past it too (no copy out of the cache
+    /// on the cores that replay). Default on.
     pub direct_io: bool,
     /// Put the hash index and the log's frames on transparent huge pages
     /// (`madvise(MADV_HUGEPAGE)`, `epochdb-memory`). Filling a new index

@@ -29,6 +29,8 @@ fn config(keys: u64, threads: usize) -> Config {
         page_bits: 20,
         memory_bytes: (keys * 32 * 2).next_power_of_two().max(64 << 20),
         recovery_threads: threads,
+        // Through the page cache, so that recovery reads it warm.
+        direct_io: false,
         ..Config::default()
     }
 }

@@ -228,7 +228,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         0.0
     } else {
         // Probed the way the flusher writes (direct or buffered).
-        let (mb_s, _) = measure_write_read(&root, DISK_PROBE_MIB, !args.buffered_io)?;
+        let mb_s = measure_write_read(&root, DISK_PROBE_MIB, !args.buffered_io)?.write;
         let how = if args.buffered_io {
             "buffered"
         } else {
