@@ -14,8 +14,9 @@
 //! ([`Index::set_max`], a CAS loop). The fuzzy index's own value for an
 //! entry is either below the replayed range or is itself a replayed record
 //! (it points below `l_i ≤ l_e`), so the maximum equals what a replay in
-//! address order leaves. New tags go in through the index's tentative
-//! insert, so two workers never create one tag twice.
+//! address order leaves. A new tag goes into the first empty slot of its
+//! chain by one CAS (`set_max`'s replay-only insert: nothing else changes
+//! the index during recovery), so two workers never create one tag twice.
 //!
 //! Errors are reported as the sequential replay did: the lowest-addressed
 //! one wins. A worker stops its chunk at its first malformed record; a
