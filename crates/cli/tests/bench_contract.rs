@@ -441,6 +441,11 @@ fn hybridlog_json_has_phases_checkpoints_and_recovery() {
     );
     assert!(run["phase_seconds"]["wait_flush"].as_f64().is_some());
     assert!(run["disk_write_mb_s"].as_f64().unwrap() > 0.0);
+    // The disk's read speed is the faster of its two read probes.
+    let buffered = run["disk_read_buffered_mb_s"].as_f64().unwrap();
+    let direct = run["disk_read_direct_mb_s"].as_f64().unwrap();
+    assert!(buffered > 0.0 && direct > 0.0, "{buffered} {direct}");
+    assert_eq!(run["disk_read_mb_s"].as_f64(), Some(buffered.max(direct)));
     let recovery = &run["recovery"];
     assert!(recovery["seconds"].as_f64().unwrap() > 0.0);
     assert!(recovery["read_mb_s"].as_f64().unwrap() > 0.0);
