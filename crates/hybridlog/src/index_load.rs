@@ -24,6 +24,7 @@ use epochdb_storage::{
 use crate::checkpoint::{frame_error, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_WORDS};
 use crate::error::{Error, Result};
 use crate::index::Index;
+use crate::recovery::read_appending;
 
 /// Bytes read at once (more when a block is larger). Buffers are reused
 /// once no worker holds them, so what is faulted in is a few chunks, not
@@ -74,17 +75,7 @@ impl BlockReader<'_> {
         next.resize(pad, 0);
         next.extend_from_slice(&self.data[self.at..]);
         let from = self.data_offset + self.data.len() as u64;
-        let mut read = Ok(0);
-        let file = &self.file;
-        next.extend_with(want, |bytes| {
-            read = if self.direct {
-                file.read_direct_at(from, bytes)
-            } else {
-                file.read_at(from, bytes)
-            }
-        });
-        let n = read?;
-        next.truncate(pad + kept + n);
+        let n = read_appending(&*self.file, from, want, &mut next, self.direct)?;
         self.eof = n < want;
         // `from` is aligned and holds the kept bytes below it: no underflow.
         self.data_offset = from - (pad + kept) as u64;

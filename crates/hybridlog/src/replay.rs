@@ -28,13 +28,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use epochdb_storage::{DirectVec, StorageFile, DIRECT_ALIGN};
+use epochdb_storage::{DirectVec, StorageFile};
 
 use crate::checkpoint::Metadata;
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::record::{hash_key, record_version, Header, Layout};
-use crate::recovery::piece_mismatch;
+use crate::recovery::{piece_mismatch, read_appending};
 use crate::sums::Check;
 
 /// Bytes read at once (at least a page): sequential reads this large run
@@ -65,7 +65,8 @@ fn chunk_bytes(range: u64, page_bits: u32, threads: usize) -> u64 {
 
 /// A read piece of the log: `buf` holds `[start, start + buf.len())`,
 /// whole pages from a page boundary (the last may end at `l_e`). Pages
-/// are at least [`DIRECT_ALIGN`], so `start` is aligned for a direct read.
+/// are at least [`epochdb_storage::DIRECT_ALIGN`], so `start` is aligned for
+/// a direct read.
 struct Chunk {
     start: u64,
     buf: DirectVec,
@@ -145,26 +146,16 @@ pub(crate) fn replay(
                     Err(_) => break,
                 },
             };
-            // The last chunk ends at l_e: read it to a block boundary and
-            // keep what is below l_e.
+            // The last chunk ends at l_e, not at a block boundary.
             let want = (end - start) as usize;
-            let mut read = Ok(0);
             buf.clear();
-            buf.extend_with(want.next_multiple_of(DIRECT_ALIGN), |bytes| {
-                read = if direct {
-                    file.read_direct_at(start, bytes)
-                } else {
-                    file.read_at(start, bytes)
-                };
-            });
-            let n = match read {
-                Ok(n) => n.min(want),
+            let n = match read_appending(file, start, want, &mut buf, direct) {
+                Ok(n) => n,
                 Err(e) => {
                     found(start, e.into());
                     break;
                 }
             };
-            buf.truncate(want);
             let short = n < want;
             if short {
                 // Decode the whole pages read; the page the log ends in was
