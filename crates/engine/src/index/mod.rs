@@ -5,10 +5,15 @@
 
 mod key;
 mod point;
+mod sync;
 mod tree;
 
 pub(crate) use point::PointIndex;
 pub(crate) use tree::{free_leaf, InsertedInto, LeafVersion, Tree, PREFETCH_WALKS};
 
+#[cfg(all(test, engine_shuttle))]
+mod shuttle_check;
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, engine_shuttle))]
+mod tree_schedule_tests;

@@ -40,7 +40,6 @@
 //! epochs are attached (the unit tests).
 
 mod buckets;
-mod sync;
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Arc, OnceLock};
@@ -48,8 +47,8 @@ use std::sync::{Arc, OnceLock};
 use epochdb_epoch::EpochManager;
 use parking_lot::Mutex;
 
+use super::sync::{AtomicBool, AtomicPtr};
 use buckets::{Inserted, KeyWords, Probe, Table};
-use sync::{AtomicBool, AtomicPtr};
 
 /// Longest key the map holds; longer keys are read through the tree only.
 pub(crate) const MAX_KEY: usize = 15;
@@ -595,17 +594,10 @@ mod schedule_tests {
     //! orderings are the standard seqlock's (see `buckets`).
 
     use super::*;
+    use crate::index::shuttle_check::check;
     use shuttle::sync::atomic::AtomicBool;
     use shuttle::sync::Arc;
     use std::sync::atomic::Ordering::{Acquire, Release};
-
-    /// Runs `body` under many schedules of both of shuttle's schedulers.
-    fn check(body: impl Fn() + Send + Sync + 'static) {
-        let body = std::sync::Arc::new(body);
-        let pct = body.clone();
-        shuttle::check_pct(move || pct(), 20_000, 3);
-        shuttle::check_random(move || body(), 20_000);
-    }
 
     fn key(k: u64) -> [u8; 8] {
         k.to_be_bytes()

@@ -29,12 +29,19 @@
 
 use std::ops::Bound;
 use std::ptr;
-use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
+
+use super::sync::{fence, spin_wait, AtomicPtr, AtomicU32, AtomicU64, AtomicU8};
 
 use super::key::{compare, compare_lazy, key_bytes, make_tail, tail_allocation, Probe};
 
 /// Entries per leaf and keys per inner node.
+#[cfg(not(engine_shuttle))]
 const CAPACITY: usize = 32;
+/// Four under the schedule tests, so that a handful of keys splits leaves
+/// and inner nodes (`tree_schedule_tests`).
+#[cfg(engine_shuttle)]
+const CAPACITY: usize = 4;
 const LOCKED: u64 = 0b10;
 /// Set, for good, in the version of an unlinked leaf (bit 0 is otherwise
 /// always clear: a lock and an unlock each add `LOCKED`).
@@ -167,7 +174,7 @@ impl Header {
     fn read_lock(&self) -> Step<u64> {
         let version = self.version.load(Ordering::Acquire);
         if version & LOCKED != 0 {
-            std::hint::spin_loop();
+            spin_wait();
             return Err(Restart);
         }
         Ok(version)

@@ -35,7 +35,7 @@
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use super::sync::{fence, spin_wait, AtomicPtr, AtomicU64, AtomicUsize};
+use crate::index::sync::{fence, spin_wait, AtomicPtr, AtomicU64, AtomicUsize};
 
 /// A writer holds the chain.
 const LOCKED: u64 = 1;
