@@ -9,7 +9,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
-use epochdb_engine::durability::{RecoveryReport, SilorOptions};
+use epochdb_engine::durability::{RecoveryReport, SilorOptions, WalOptions};
 use epochdb_engine::{Config, Database, DurabilityKind, PointIndexes};
 use serde::Serialize;
 
@@ -38,6 +38,11 @@ pub(crate) struct RecoverArgs {
     /// fills it).
     #[arg(long)]
     no_point_index: bool,
+    /// Read the files through the page cache (`SilorOptions::direct_io`
+    /// and `WalOptions::direct_io` off; by default recovery reads them
+    /// past it, where the file system allows).
+    #[arg(long)]
+    buffered_io: bool,
 }
 
 /// The JSON report: DESIGN.md's fields first, then the details.
@@ -84,7 +89,12 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
         dirs: args.dir.clone(),
         silor: SilorOptions {
             recovery_threads: threads,
+            direct_io: !args.buffered_io,
             ..SilorOptions::default()
+        },
+        wal: WalOptions {
+            direct_io: !args.buffered_io,
+            ..WalOptions::default()
         },
         point_index: if args.no_point_index {
             PointIndexes::None

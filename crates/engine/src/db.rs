@@ -174,7 +174,7 @@ impl Database {
             storage.as_ref(),
             &config.dirs,
             layout,
-            config.silor.recovery_threads(),
+            (config.silor.recovery_threads(), config.silor.direct_io),
             config.storage.is_none(),
             &config.point_index,
             config.recovery_progress.as_deref(),

@@ -17,14 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use epochdb_storage::{
-    decode_block, Block, DirectVec, Storage, StorageFile, BLOCK_HEADER_BYTES,
+    decode_block, read_appending, Block, DirectVec, Storage, StorageFile, BLOCK_HEADER_BYTES,
     BLOCK_PAYLOAD_MAX_BYTES, DIRECT_ALIGN,
 };
 
 use crate::checkpoint::{frame_error, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_WORDS};
 use crate::error::{Error, Result};
 use crate::index::Index;
-use crate::recovery::read_appending;
 
 /// Bytes read at once (more when a block is larger). Buffers are reused
 /// once no worker holds them, so what is faulted in is a few chunks, not

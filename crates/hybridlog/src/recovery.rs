@@ -30,7 +30,7 @@ use std::path::Path;
 
 use std::sync::Arc;
 
-use epochdb_storage::{DirectVec, Storage, StorageError, StorageFile, DIRECT_ALIGN};
+use epochdb_storage::{Storage, StorageFile};
 
 use crate::address::FIRST_ADDRESS;
 use crate::checkpoint::{
@@ -72,33 +72,6 @@ pub(crate) struct RecoveredState {
     pub(crate) index_time: std::time::Duration,
     pub(crate) replay_time: std::time::Duration,
     pub(crate) replay_threads: usize,
-}
-
-/// Appends to `buf` the bytes of `file` from `offset`: `len` of them, or
-/// fewer where the file ends first; returns how many. With `direct` they
-/// are read past the page cache (`read_direct_at`), so `offset` and the
-/// end of `buf` must be block-aligned; the read is rounded up to a whole
-/// block and what lies past `len` dropped. Recovery's log and index
-/// readers both read this way (`Config::direct_io`).
-pub(crate) fn read_appending(
-    file: &dyn StorageFile,
-    offset: u64,
-    len: usize,
-    buf: &mut DirectVec,
-    direct: bool,
-) -> std::result::Result<usize, StorageError> {
-    let at = buf.len();
-    let mut read = Ok(0);
-    buf.extend_with(len.next_multiple_of(DIRECT_ALIGN), |bytes| {
-        read = if direct {
-            file.read_direct_at(offset, bytes)
-        } else {
-            file.read_at(offset, bytes)
-        };
-    });
-    let read = read.map(|n| n.min(len));
-    buf.truncate(at + *read.as_ref().unwrap_or(&0));
-    read
 }
 
 pub(crate) fn recover(

@@ -28,13 +28,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use epochdb_storage::{DirectVec, StorageFile};
+use epochdb_storage::{read_appending, DirectVec, StorageFile};
 
 use crate::checkpoint::Metadata;
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::record::{hash_key, record_version, Header, Layout};
-use crate::recovery::{piece_mismatch, read_appending};
+use crate::recovery::piece_mismatch;
 use crate::sums::Check;
 
 /// Bytes read at once (at least a page): sequential reads this large run

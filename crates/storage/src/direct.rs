@@ -220,6 +220,35 @@ impl std::ops::DerefMut for DirectVec {
     }
 }
 
+/// Appends to `buf` the bytes of `file` from `offset`: `len` of them, or
+/// fewer where the file ends first; returns how many. With `direct` they
+/// are read past the page cache ([`StorageFile::read_direct_at`]), so
+/// `offset` and the end of `buf` must be block-aligned; the read is rounded
+/// up to a whole block and what lies past `len` dropped. Without `direct`
+/// they are read through the cache ([`StorageFile::read_at`]). Recovery
+/// readers use this for a file read once, whose copy out of the page cache
+/// would run on the cores that recover.
+pub fn read_appending(
+    file: &dyn StorageFile,
+    offset: u64,
+    len: usize,
+    buf: &mut DirectVec,
+    direct: bool,
+) -> Result<usize> {
+    let at = buf.len();
+    let mut read = Ok(0);
+    buf.extend_with(len.next_multiple_of(DIRECT_ALIGN), |bytes| {
+        read = if direct {
+            file.read_direct_at(offset, bytes)
+        } else {
+            file.read_at(offset, bytes)
+        };
+    });
+    let read = read.map(|n| n.min(len));
+    buf.truncate(at + *read.as_ref().unwrap_or(&0));
+    read
+}
+
 /// Appends to a file with [`StorageFile::write_direct_at`]: each append is
 /// written from the start of the block holding the file's end, with the
 /// bytes of that partial block kept here (so they are written again, the

@@ -63,7 +63,7 @@ mod scan;
 mod seam;
 mod sim;
 
-pub use direct::{DirectAppender, DirectBuffer, DirectVec, DIRECT_ALIGN};
+pub use direct::{read_appending, DirectAppender, DirectBuffer, DirectVec, DIRECT_ALIGN};
 pub use error::{Op, Result, StorageError};
 pub use frame::{
     blocks, decode_block, encode_block, seal_block, Block, Blocks, CorruptReason, FrameError,

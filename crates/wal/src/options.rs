@@ -66,7 +66,7 @@ pub struct WalOptions {
     /// system allows it), each write padded to whole 4 KiB blocks and the
     /// padding cut off when a file is closed. No copy into the page cache
     /// and no writeback at the sync; the cost is that a write waits for
-    /// the device.
+    /// the device. Opening the log reads it past the page cache too.
     pub direct_io: bool,
 }
 

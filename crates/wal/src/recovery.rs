@@ -22,7 +22,7 @@
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use epochdb_storage::{scan_blocks, Block, ScanEnd, Storage, StorageError};
+use epochdb_storage::{scan_blocks, Block, DirectVec, ScanEnd, Storage, StorageError};
 
 use crate::error::WalError;
 use crate::format::{
@@ -113,7 +113,7 @@ pub(crate) struct Scan {
 /// `Wal::open` would recover, for inspection tools.
 pub fn read_log(storage: &dyn Storage, dir: &Path) -> Result<RecoveredLog, WalError> {
     let mut entries = Vec::new();
-    let mut scanned = scan::<WalError>(storage, dir, &mut |entry| {
+    let mut scanned = scan::<WalError>(storage, dir, false, &mut |entry| {
         entries.push(entry.to_entry());
         Ok(())
     })?;
@@ -175,10 +175,12 @@ fn entry_at<'a>(block: &Block<'a>, lsn: Lsn, len: u64) -> Result<EntryRef<'a>, S
 
 /// Scans `dir` as the module's table says, handing each verified entry to
 /// `visit` in LSN order as it is read (files are read in chunks through one
-/// buffer, never whole). An error from `visit` ends the scan.
+/// buffer, never whole; past the page cache if `direct`). An error from
+/// `visit` ends the scan.
 pub(crate) fn scan<E: From<WalError>>(
     storage: &dyn Storage,
     dir: &Path,
+    direct: bool,
     visit: &mut dyn FnMut(EntryRef<'_>) -> Result<(), E>,
 ) -> Result<Scan, E> {
     let mut log = RecoveredLog::default();
@@ -218,7 +220,7 @@ pub(crate) fn scan<E: From<WalError>>(
     let mut files = Vec::new();
     let mut last_header_bytes = 0;
     let mut expected: Option<Lsn> = None;
-    let mut buffer = Vec::new();
+    let mut buffer = DirectVec::default();
     let count = names.len();
     for (i, (start, path)) in names.into_iter().enumerate() {
         let last = i + 1 == count;
@@ -241,8 +243,13 @@ pub(crate) fn scan<E: From<WalError>>(
         }
         let mut header_bytes = None;
         let mut bad_entry = None;
-        let scanned =
-            scan_blocks::<Stop<E>>(storage, &path, LOG_MAGIC, &mut buffer, |offset, block| {
+        let scanned = scan_blocks::<Stop<E>>(
+            storage,
+            &path,
+            LOG_MAGIC,
+            &mut buffer,
+            direct,
+            |offset, block| {
                 let Some(header) = header_bytes else {
                     header_bytes = file_header_size(&block, start);
                     return Ok(if header_bytes.is_some() {
@@ -262,7 +269,8 @@ pub(crate) fn scan<E: From<WalError>>(
                         Ok(ControlFlow::Break(()))
                     }
                 }
-            });
+            },
+        );
         let (end, size) = match scanned {
             Ok(done) => done,
             Err(Stop::Log(error)) => return Err(error.into()),

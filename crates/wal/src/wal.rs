@@ -130,7 +130,7 @@ impl Wal {
     ) -> Result<(Wal, RecoveredLog), E> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        let scanned = scan::<E>(&*storage, &dir, &mut visit)?;
+        let scanned = scan::<E>(&*storage, &dir, options.direct_io, &mut visit)?;
         let mode = WriteMode {
             direct: options.direct_io,
             capacity: options.io_unit_bytes,

@@ -102,7 +102,10 @@ pub struct SilorOptions {
     /// small direct writes wait on the disk one by one (`serve` turns it
     /// off). Checkpoint files are written the same way (each block one
     /// direct write, the padding cut before the file is synced for good),
-    /// so a checkpoint does not fill the page cache either.
+    /// so a checkpoint does not fill the page cache either. Recovery then
+    /// reads the checkpoint and the logs past the page cache too: they are
+    /// read once, and the copy out of the cache ran on the recovering
+    /// threads.
     pub direct_io: bool,
 }
 

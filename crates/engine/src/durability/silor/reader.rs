@@ -5,7 +5,7 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use epochdb_storage::{Block, Storage, StorageError};
+use epochdb_storage::{Block, DirectVec, Storage, StorageError};
 
 use super::format::{BlockError, FORMAT_VERSION};
 
@@ -21,26 +21,33 @@ pub(crate) enum ScanEnd {
 }
 
 /// Calls `visit(offset, block)` for each block of `path` (format `magic`)
-/// in order; stops at the first damaged block, a block of another format
+/// in order, read through `buffer`, past the page cache if `direct`; stops
+/// at the first damaged block, a block of another format
 /// version, or an error from `visit`. Returns how the scan ended and the
 /// file's length.
 pub(crate) fn scan_blocks<E: From<StorageError>>(
     storage: &dyn Storage,
     path: &Path,
     magic: u32,
-    buffer: &mut Vec<u8>,
+    (buffer, direct): (&mut DirectVec, bool),
     mut visit: impl FnMut(u64, Block<'_>) -> Result<(), E>,
 ) -> Result<(ScanEnd, u64), E> {
     let mut other_version = None;
-    let (end, size) =
-        epochdb_storage::scan_blocks::<E>(storage, path, magic, buffer, |offset, block| {
+    let (end, size) = epochdb_storage::scan_blocks::<E>(
+        storage,
+        path,
+        magic,
+        buffer,
+        direct,
+        |offset, block| {
             if block.version != FORMAT_VERSION {
                 other_version = Some(block.version);
                 return Ok(ControlFlow::Break(()));
             }
             visit(offset, block)?;
             Ok(ControlFlow::Continue(()))
-        })?;
+        },
+    )?;
     let end = match end {
         epochdb_storage::ScanEnd::Clean => ScanEnd::Clean,
         epochdb_storage::ScanEnd::Damaged { offset, error } => ScanEnd::Damaged {
@@ -75,12 +82,17 @@ mod tests {
         let path = Path::new("/f");
         storage.create(path).unwrap().append(&data).unwrap();
         let mut seen = 0;
-        let (end, _) =
-            scan_blocks::<StorageError>(&storage, path, MAGIC, &mut Vec::new(), |_, _| {
+        let (end, _) = scan_blocks::<StorageError>(
+            &storage,
+            path,
+            MAGIC,
+            (&mut DirectVec::default(), true),
+            |_, _| {
                 seen += 1;
                 Ok(())
-            })
-            .unwrap();
+            },
+        )
+        .unwrap();
         assert_eq!(seen, 1);
         match end {
             ScanEnd::Damaged {

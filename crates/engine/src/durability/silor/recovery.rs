@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use epochdb_epoch::{EpochHandle, EpochManager};
-use epochdb_storage::{decode_block, FrameError, Storage, StorageError};
+use epochdb_storage::{decode_block, DirectVec, FrameError, Storage, StorageError};
 use parking_lot::Mutex;
 
 use super::files::{
@@ -176,12 +176,13 @@ pub(crate) enum Layout {
 
 /// Recovers the database stored in `dirs` (creating them if new), into
 /// tables with a point index when `point_index` (`Config::point_index`).
+/// `direct`: read the files past the page cache (`SilorOptions::direct_io`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn recover(
     storage: &dyn Storage,
     dirs: &[PathBuf],
     layout: Layout,
-    threads: usize,
+    (threads, direct): (usize, bool),
     lock_real_dirs: bool,
     point_index: &PointIndexes,
     progress: Option<&RecoveryProgress>,
@@ -268,7 +269,8 @@ pub(crate) fn recover(
             dirs,
             meta,
             &tables,
-            (&manager, progress, threads),
+            (&manager, progress),
+            (threads, direct),
             &mut report,
         )?;
         if newest > meta.e_h {
@@ -290,7 +292,7 @@ pub(crate) fn recover(
         e_l,
         &tables,
         (&manager, progress),
-        threads,
+        (threads, direct),
         &mut report,
     )?;
     report.log_seconds = replayed.elapsed().as_secs_f64();
@@ -544,14 +546,15 @@ pub(crate) fn remove_strays(
 }
 
 /// Loads the checkpoint with n×m threads: thread (d, j) reads file `j` of
-/// every table from directory `d` (silor §5.1).
-/// Returns the largest TID epoch loaded.
+/// every table from directory `d` (silor §5.1), past the page cache if
+/// `direct`. Returns the largest TID epoch loaded.
 pub(crate) fn load_checkpoint(
     storage: &dyn Storage,
     dirs: &[PathBuf],
     meta: &CheckpointMeta,
     tables: &[Arc<Table>],
-    (manager, progress, threads): (&EpochManager, Option<&RecoveryProgress>, usize),
+    (manager, progress): (&EpochManager, Option<&RecoveryProgress>),
+    (threads, direct): (usize, bool),
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
     if let Some(progress) = progress {
@@ -596,7 +599,7 @@ pub(crate) fn load_checkpoint(
                 let (groups, next_group, bytes_read, max_epoch, first_error) = shared;
                 let mut handle = manager.register().expect("room for loaders");
                 handle.protect();
-                let mut buffer = Vec::new();
+                let mut buffer = DirectVec::default();
                 'groups: while let Some(files) =
                     groups.get(next_group.fetch_add(1, Ordering::Relaxed))
                 {
@@ -607,7 +610,7 @@ pub(crate) fn load_checkpoint(
                             *expected,
                             tables,
                             (&mut handle, FileProgress::new(progress)),
-                            &mut buffer,
+                            (&mut buffer, direct),
                         ) {
                             Ok((bytes, epoch)) => {
                                 bytes_read.fetch_add(bytes, Ordering::Relaxed);
@@ -638,29 +641,35 @@ fn load_checkpoint_file(
     expected: u64,
     tables: &[Arc<Table>],
     (handle, mut progress): (&mut EpochHandle, FileProgress<'_>),
-    buffer: &mut Vec<u8>,
+    (buffer, direct): (&mut DirectVec, bool),
 ) -> Result<(u64, u64), DurabilityError> {
     if !storage.exists(path).map_err(io)? {
         return Err(corrupt(path, "checkpoint file missing"));
     }
     let mut max_epoch = 0u64;
-    let (end, size) = scan_blocks(storage, path, CKPT_MAGIC, buffer, |offset, block| {
-        progress.reached(offset);
-        let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
-        let mut parsed = parse_ckpt_block(block.payload).map_err(|e| at(&e))?;
-        let Some(table) = tables.get(parsed.table as usize) else {
-            return Err(at(&format!("unknown table {}", parsed.table)));
-        };
-        while let Some(record) = parsed.next_record().map_err(|e| at(&e))? {
-            if record.tid & crate::tid::STATUS_MASK != 0 {
-                return Err(at(&format!("bad tid {:#x}", record.tid)));
+    let (end, size) = scan_blocks(
+        storage,
+        path,
+        CKPT_MAGIC,
+        (buffer, direct),
+        |offset, block| {
+            progress.reached(offset);
+            let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
+            let mut parsed = parse_ckpt_block(block.payload).map_err(|e| at(&e))?;
+            let Some(table) = tables.get(parsed.table as usize) else {
+                return Err(at(&format!("unknown table {}", parsed.table)));
+            };
+            while let Some(record) = parsed.next_record().map_err(|e| at(&e))? {
+                if record.tid & crate::tid::STATUS_MASK != 0 {
+                    return Err(at(&format!("bad tid {:#x}", record.tid)));
+                }
+                let tid = Tid::from_raw(record.tid);
+                max_epoch = max_epoch.max(tid.epoch());
+                table.recover_put(record.key, tid, Some(record.value), handle, true);
             }
-            let tid = Tid::from_raw(record.tid);
-            max_epoch = max_epoch.max(tid.epoch());
-            table.recover_put(record.key, tid, Some(record.value), handle, true);
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     progress.reached(size);
     // Synced before the checkpoint was installed: any damage is corruption.
     if let ScanEnd::Damaged { error, .. } = end {
@@ -704,7 +713,7 @@ fn replay_logs(
     e_l: u64,
     tables: &[Arc<Table>],
     (manager, progress): (&EpochManager, Option<&RecoveryProgress>),
-    threads: usize,
+    (threads, direct): (usize, bool),
     report: &mut RecoveryReport,
 ) -> Result<u64, DurabilityError> {
     let e_p = pepoch.e_p;
@@ -789,7 +798,7 @@ fn replay_logs(
                     ) = shared;
                     let mut handle = manager.register().expect("room for replayers");
                     handle.protect();
-                    let mut buffer = Vec::new();
+                    let mut buffer = DirectVec::default();
                     let fail = |error| {
                         first_error.lock().get_or_insert(error);
                         sharing.failed.store(true, Ordering::Relaxed);
@@ -813,7 +822,7 @@ fn replay_logs(
                             tables,
                             (&mut handle, FileProgress::new(progress)),
                             (&counts, sharing, &share),
-                            &mut buffer,
+                            (&mut buffer, direct),
                         ) {
                             Ok((bytes, outcome)) => {
                                 bytes_read.fetch_add(bytes, Ordering::Relaxed);
@@ -915,58 +924,64 @@ fn replay_file<'a>(
         &BlockSharing<'a>,
         &Sender<SharedBlock<'a>>,
     ),
-    buffer: &mut Vec<u8>,
+    (buffer, direct): (&mut DirectVec, bool),
 ) -> Result<(u64, FileOutcome), DurabilityError> {
     let path = &file.path;
     let mut outcome = FileOutcome::default();
     let mut synced_len = 0u64;
-    let (end, size) = scan_blocks(storage, path, LOG_MAGIC, buffer, |offset, block| {
-        progress.reached(offset);
-        let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
-        match block.kind {
-            KIND_LOG => {}
-            KIND_LOG_HEADER => {
-                let seq = parse_log_header(block.payload).map_err(|e| at(&e))?;
-                outcome.max_seq = outcome.max_seq.max(seq);
-                if file.current && offset == 0 && seq == file.synced.seq {
-                    synced_len = file.synced.len;
+    let (end, size) = scan_blocks(
+        storage,
+        path,
+        LOG_MAGIC,
+        (buffer, direct),
+        |offset, block| {
+            progress.reached(offset);
+            let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
+            match block.kind {
+                KIND_LOG => {}
+                KIND_LOG_HEADER => {
+                    let seq = parse_log_header(block.payload).map_err(|e| at(&e))?;
+                    outcome.max_seq = outcome.max_seq.max(seq);
+                    if file.current && offset == 0 && seq == file.synced.seq {
+                        synced_len = file.synced.len;
+                    }
+                    return Ok(());
                 }
+                kind => return Err(at(&format!("unknown log block kind {kind}"))),
+            }
+            let epoch = parse_log_block(block.payload).map_err(|e| at(&e))?.epoch;
+            outcome.max_epoch = outcome.max_epoch.max(epoch);
+            if epoch > e_p {
+                // Group commit never finished for this epoch (silor §5.2).
+                counts.dropped.fetch_add(1, Ordering::Relaxed);
+                outcome.needs_rewrite = true;
                 return Ok(());
             }
-            kind => return Err(at(&format!("unknown log block kind {kind}"))),
-        }
-        let epoch = parse_log_block(block.payload).map_err(|e| at(&e))?.epoch;
-        outcome.max_epoch = outcome.max_epoch.max(epoch);
-        if epoch > e_p {
-            // Group commit never finished for this epoch (silor §5.2).
-            counts.dropped.fetch_add(1, Ordering::Relaxed);
-            outcome.needs_rewrite = true;
-            return Ok(());
-        }
-        if epoch < e_l {
-            return Ok(()); // the checkpoint covers it
-        }
-        if sharing.wants_block() {
-            let mut payload = sharing.spare.1.try_recv().unwrap_or_default();
-            payload.clear();
-            payload.extend_from_slice(block.payload);
-            let handed = SharedBlock {
-                path,
-                offset,
-                payload,
-            };
-            if share.send(handed).is_ok() {
-                sharing.handed.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
+            if epoch < e_l {
+                return Ok(()); // the checkpoint covers it
             }
-        }
-        let applied = apply_log_block(block.payload, tables, handle).map_err(|e| at(&e))?;
-        counts.entries.fetch_add(applied, Ordering::Relaxed);
-        // Frees what the block's installs retired, a block at a time rather
-        // than once per file.
-        handle.refresh();
-        Ok(())
-    })?;
+            if sharing.wants_block() {
+                let mut payload = sharing.spare.1.try_recv().unwrap_or_default();
+                payload.clear();
+                payload.extend_from_slice(block.payload);
+                let handed = SharedBlock {
+                    path,
+                    offset,
+                    payload,
+                };
+                if share.send(handed).is_ok() {
+                    sharing.handed.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+            }
+            let applied = apply_log_block(block.payload, tables, handle).map_err(|e| at(&e))?;
+            counts.entries.fetch_add(applied, Ordering::Relaxed);
+            // Frees what the block's installs retired, a block at a time rather
+            // than once per file.
+            handle.refresh();
+            Ok(())
+        },
+    )?;
     if let ScanEnd::Damaged { offset, error } = end {
         let frame = match error {
             BlockError::Frame(frame) if file.current => frame,

@@ -122,7 +122,8 @@ pub(crate) fn recover(
             &dirs,
             meta,
             &tables,
-            (&manager, progress, threads),
+            (&manager, progress),
+            (threads, options.direct_io),
             &mut report,
         )?;
         report.checkpoint_seconds = loaded.elapsed().as_secs_f64();
