@@ -72,6 +72,6 @@ pub use frame::{
 pub use real::RealStorage;
 pub use remove::{remove_in_pieces, REMOVE_PIECE_BYTES};
 pub use replace::{replace_atomically, TMP_SUFFIX};
-pub use scan::{read_rest, scan_blocks, ScanEnd, SCAN_CHUNK_BYTES};
+pub use scan::{read_rest, scan_blocks, ScanBuffers, ScanEnd, SCAN_CHUNK_BYTES};
 pub use seam::{Storage, StorageFile};
 pub use sim::{CrashMode, FaultKind, FaultOp, SimStorage};

@@ -7,10 +7,15 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use crate::direct::{read_appending, DirectVec, DIRECT_ALIGN};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, TrySendError};
+
+use crate::direct::{read_appending, DirectVec};
 use crate::error::StorageError;
-use crate::frame::{decode_block, Block, CorruptReason, FrameError};
-use crate::seam::Storage;
+use crate::frame::{
+    decode_block, Block, CorruptReason, FrameError, BLOCK_HEADER_BYTES, BLOCK_PAYLOAD_MAX_BYTES,
+};
+use crate::seam::{Storage, StorageFile};
 
 /// Bytes read per chunk.
 pub const SCAN_CHUNK_BYTES: usize = 4 << 20;
@@ -35,49 +40,250 @@ pub enum ScanEnd {
     },
 }
 
+/// The buffers a [`scan_blocks`] reads through, kept from one scan to the
+/// next so that their pages are faulted in once (a fresh buffer per file
+/// made the kernel zero every page: see the module docs).
+#[derive(Debug, Default)]
+pub struct ScanBuffers {
+    /// Chunk buffers: the one being decoded and, when a reader thread reads
+    /// ahead, the ones it is filling or has queued.
+    chunks: Vec<DirectVec>,
+    /// A block that straddles two chunks, gathered whole.
+    spill: Vec<u8>,
+}
+
+/// Chunk buffers in flight with a reader thread: one being decoded, one
+/// queued, one being read.
+const READ_AHEAD_BUFFERS: usize = 3;
+
+/// A chunk of the file: its offset and its bytes.
+type Chunk = (u64, DirectVec);
+
+/// What a scan hands each block (and whether to go on).
+type Visitor<'v, E> = dyn FnMut(u64, Block<'_>) -> Result<ControlFlow<()>, E> + 'v;
+
+/// Where the decoder gets the next chunk, handing back the one it is done
+/// with.
+type NextChunk<'n> = dyn FnMut(Option<DirectVec>) -> Result<Option<Chunk>, StorageError> + 'n;
+
 /// Calls `visit(offset, block)` for each block of `path` (format `magic`)
-/// in order, reading [`SCAN_CHUNK_BYTES`] at a time into `buffer` (kept
-/// for the next call, so its pages are faulted in once). With `direct` the
-/// chunks are read past the page cache ([`read_appending`]): the file is
-/// read once, and the copy out of the cache would cost the recovering
-/// thread a tenth of its time (BENCHMARKS.md, session 30). Stops at the
-/// first damaged block, when `visit` breaks, or at an error from `visit`.
-/// Returns how the scan ended and the file's length.
+/// in order, reading it [`SCAN_CHUNK_BYTES`] at a time into `buffers`.
+/// Stops at the first damaged block, when `visit` breaks, or at an error
+/// from `visit`. Returns how the scan ended and the file's length.
+///
+/// With `direct` the chunks are read past the page cache
+/// ([`read_appending`]): the file is read once, and the copy out of the
+/// cache cost a recovering thread about a tenth of its time (BENCHMARKS.md,
+/// session 30). A direct read has no kernel read-ahead, so for a file of
+/// more than one chunk a reader thread reads the next chunks while this
+/// one decodes (measured: without it, loading a silor checkpoint went from
+/// 0.27–0.41 s to 0.40–0.52 s). Chunks are read whole at aligned offsets;
+/// a block that straddles two is gathered in `buffers`' spill buffer.
 pub fn scan_blocks<E: From<StorageError>>(
     storage: &dyn Storage,
     path: &Path,
     magic: u32,
-    buffer: &mut DirectVec,
+    buffers: &mut ScanBuffers,
     direct: bool,
+    visit: impl FnMut(u64, Block<'_>) -> Result<ControlFlow<()>, E>,
+) -> Result<(ScanEnd, u64), E> {
+    let chunk = SCAN_CHUNK_BYTES;
+    scan_in_chunks(storage, path, magic, buffers, (direct, chunk), visit)
+}
+
+/// [`scan_blocks`] with chunks of `chunk` bytes (a multiple of
+/// `DIRECT_ALIGN`; tests use small ones).
+fn scan_in_chunks<E: From<StorageError>>(
+    storage: &dyn Storage,
+    path: &Path,
+    magic: u32,
+    buffers: &mut ScanBuffers,
+    (direct, chunk): (bool, usize),
     mut visit: impl FnMut(u64, Block<'_>) -> Result<ControlFlow<()>, E>,
 ) -> Result<(ScanEnd, u64), E> {
     let file = storage.open(path)?;
     let size = file.size()?;
-    // `buffer` holds the file's bytes from offset `base` on; `base` stays a
-    // multiple of DIRECT_ALIGN (only whole blocks below the next block are
-    // dropped), so every read lands at an aligned offset and address until
-    // the file's unaligned end. Its bytes are not zeroed before a read:
-    // resizing a `Vec` per chunk zero-filled 4 MiB before every read (2–5%
-    // of a recovery's time).
-    buffer.clear();
-    let mut base = 0u64;
+    let ScanBuffers { chunks, spill } = buffers;
+    if !direct || size <= chunk as u64 {
+        // Through the page cache the kernel reads ahead; a single chunk
+        // has nothing to read ahead.
+        let mut offset = 0u64;
+        let mut next = |recycled: Option<DirectVec>| -> Result<Option<Chunk>, StorageError> {
+            let mut buf = recycled.or_else(|| chunks.pop()).unwrap_or_default();
+            match read_chunk(file.as_ref(), (&mut offset, size, chunk), &mut buf, direct)? {
+                Some(at) => Ok(Some((at, buf))),
+                None => {
+                    chunks.push(buf);
+                    Ok(None)
+                }
+            }
+        };
+        let (end, last) = decode_chunks(size, magic, spill, &mut next, &mut visit)?;
+        chunks.extend(last);
+        return Ok(end);
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (to_reader, free) = sync_channel::<DirectVec>(READ_AHEAD_BUFFERS);
+        let (to_decoder, full) = sync_channel::<Result<Chunk, StorageError>>(READ_AHEAD_BUFFERS);
+        for _ in 0..READ_AHEAD_BUFFERS {
+            let buf = chunks.pop().unwrap_or_default();
+            to_reader.send(buf).expect("the channel has room");
+        }
+        let (file, stop_reading) = (file.as_ref(), &stop);
+        let reader = scope.spawn(move || {
+            let mut offset = 0u64;
+            let mut spare = Vec::new();
+            let mut done = false;
+            // Reads until the file ends, a read fails or the decoder stops
+            // (it says so); then keeps the buffers it gets back until the
+            // decoder drops its end of the channel.
+            while let Ok(mut buf) = free.recv() {
+                if done || stop_reading.load(Relaxed) {
+                    spare.push(buf);
+                    continue;
+                }
+                match read_chunk(file, (&mut offset, size, chunk), &mut buf, true) {
+                    // Never blocks: the channel has room for every buffer.
+                    Ok(Some(at)) => to_decoder.send(Ok((at, buf))).expect("the decoder waits"),
+                    Ok(None) => {
+                        spare.push(buf);
+                        done = true;
+                    }
+                    Err(e) => {
+                        spare.push(buf);
+                        to_decoder.send(Err(e)).expect("the decoder waits");
+                        done = true;
+                    }
+                }
+            }
+            spare
+        });
+        let mut next = |recycled: Option<DirectVec>| -> Result<Option<Chunk>, StorageError> {
+            if let Some(buf) = recycled {
+                // The reader may have finished: then the buffer is kept below.
+                if let Err(back) = to_reader.try_send(buf) {
+                    chunks.push(match back {
+                        TrySendError::Full(b) | TrySendError::Disconnected(b) => b,
+                    });
+                }
+            }
+            match full.recv() {
+                Ok(chunk) => chunk.map(Some),
+                Err(_) => Ok(None),
+            }
+        };
+        let decoded = decode_chunks(size, magic, spill, &mut next, &mut visit);
+        stop.store(true, Relaxed);
+        drop(to_reader);
+        // Unblock a reader waiting to hand over a chunk, and keep the buffers.
+        for chunk in full.iter().flatten() {
+            chunks.push(chunk.1);
+        }
+        chunks.extend(reader.join().expect("the scan's reader thread panicked"));
+        let (end, last) = decoded?;
+        chunks.extend(last);
+        Ok(end)
+    })
+}
+
+/// Reads the chunk (`chunk` bytes) of `file` at `*offset` into `buf` (cleared first) and
+/// moves `*offset` past it: `Some(offset read at)`, or `None` at the end of
+/// the file. A short read (the file shrank under us) ends the file there.
+fn read_chunk(
+    file: &dyn StorageFile,
+    (offset, size, chunk): (&mut u64, u64, usize),
+    buf: &mut DirectVec,
+    direct: bool,
+) -> Result<Option<u64>, StorageError> {
+    if *offset >= size {
+        return Ok(None);
+    }
+    buf.clear();
+    let want = chunk.min((size - *offset) as usize);
+    let got = read_appending(file, *offset, want, buf, direct)?;
+    if got == 0 {
+        return Ok(None);
+    }
+    let at = *offset;
+    // Only a file that shrank reads short before its end: stop after it.
+    *offset = if got < want { size } else { at + got as u64 };
+    Ok(Some(at))
+}
+
+/// How many more bytes the block gathered in `spill` needs, by its header;
+/// `None` when the header does not say (not a block of format `magic`, or
+/// a length the decoder refuses): then the whole next chunk is added, so
+/// the decoder judges the damage on everything up to the file's end, as
+/// it would have in one buffer.
+fn bytes_needed(spill: &[u8], magic: u32) -> Option<usize> {
+    let seen = spill.len().min(4);
+    if spill[..seen] != magic.to_le_bytes()[..seen] {
+        return None;
+    }
+    if spill.len() < BLOCK_HEADER_BYTES {
+        return Some(BLOCK_HEADER_BYTES - spill.len());
+    }
+    let len = u32::from_le_bytes(spill[8..12].try_into().expect("4 bytes")) as usize;
+    if len > BLOCK_PAYLOAD_MAX_BYTES {
+        return None;
+    }
+    Some(
+        (BLOCK_HEADER_BYTES + len)
+            .saturating_sub(spill.len())
+            .max(1),
+    )
+}
+
+/// The decoding half of [`scan_blocks`]: takes the file's chunks in order
+/// from `next` (handing back the one it is done with) and visits their
+/// blocks. Returns how the scan ended and the last chunk's buffer.
+fn decode_chunks<E: From<StorageError>>(
+    size: u64,
+    magic: u32,
+    spill: &mut Vec<u8>,
+    next: &mut NextChunk<'_>,
+    visit: &mut Visitor<'_, E>,
+) -> Result<((ScanEnd, u64), Option<DirectVec>), E> {
+    // The file shrank under us: what is left from `offset` is its end.
+    let shrank = |offset: u64, read_to: u64| {
+        let error = FrameError::TornTail {
+            offset: offset as usize,
+        };
+        (ScanEnd::Damaged { offset, error }, read_to)
+    };
+    let Some((mut base, mut cur)) = next(None)? else {
+        let end = if size == 0 {
+            (ScanEnd::Clean, 0)
+        } else {
+            shrank(0, 0)
+        };
+        return Ok((end, None));
+    };
     let mut pos = 0usize;
     loop {
-        let read_to = base + buffer.len() as u64;
-        let at_end = read_to >= size;
-        match decode_block(buffer, pos, magic) {
-            Ok(Some((block, next))) => {
+        let chunk_end = base + cur.len() as u64;
+        let at_end = chunk_end >= size;
+        match decode_block(&cur, pos, magic) {
+            Ok(Some((block, next_pos))) => {
                 let offset = base + pos as u64;
                 if visit(offset, block)?.is_break() {
-                    return Ok((ScanEnd::Stopped { offset }, size));
+                    return Ok(((ScanEnd::Stopped { offset }, size), Some(cur)));
                 }
-                pos = next;
+                pos = next_pos;
                 continue;
             }
-            Ok(None) if at_end => return Ok((ScanEnd::Clean, size)),
-            Ok(None) => {}
-            // A block that runs past the buffer may simply continue in the
-            // next chunk.
+            Ok(None) if at_end => return Ok(((ScanEnd::Clean, size), Some(cur))),
+            Ok(None) => {
+                // This chunk is used up, on a block boundary.
+                let Some((b, c)) = next(Some(cur))? else {
+                    return Ok((shrank(chunk_end, chunk_end), None));
+                };
+                (base, cur, pos) = (b, c, 0);
+                continue;
+            }
+            // A block that runs past the chunk may simply continue in the
+            // next one.
             Err(FrameError::TornTail { .. }) if !at_end => {}
             Err(FrameError::Corrupt {
                 reason: CorruptReason::LengthPastEnd { .. },
@@ -86,31 +292,58 @@ pub fn scan_blocks<E: From<StorageError>>(
             Err(error) => {
                 let offset = base + pos as u64;
                 let error = rebase(error, offset);
-                return Ok((ScanEnd::Damaged { offset, error }, size));
+                return Ok(((ScanEnd::Damaged { offset, error }, size), Some(cur)));
             }
         }
-        // Keep the unfinished block (from the block boundary below it),
-        // read the next chunk behind it.
-        let drop = pos / DIRECT_ALIGN * DIRECT_ALIGN;
-        let valid = buffer.len();
-        buffer.copy_within(drop..valid, 0);
-        buffer.truncate(valid - drop);
-        base += drop as u64;
-        pos -= drop;
-        let want = SCAN_CHUNK_BYTES.min((size - read_to) as usize);
-        let got = read_appending(file.as_ref(), read_to, want, buffer, direct)?;
-        if got == 0 {
-            // The file shrank under us: treat what is left as its end.
-            let error = FrameError::TornTail {
-                offset: (base + pos as u64) as usize,
-            };
-            return Ok((
-                ScanEnd::Damaged {
-                    offset: base + pos as u64,
-                    error,
-                },
-                read_to,
-            ));
+        // Gather the straddling block in `spill`: its part here, then what
+        // its header says it still needs from the next chunks.
+        let start = base + pos as u64;
+        spill.clear();
+        spill.extend_from_slice(&cur[pos..]);
+        pos = cur.len();
+        loop {
+            if pos == cur.len() {
+                let read_to = base + cur.len() as u64;
+                let Some((b, c)) = next(Some(cur))? else {
+                    return Ok((shrank(start, read_to), None));
+                };
+                (base, cur, pos) = (b, c, 0);
+            }
+            let left = cur.len() - pos;
+            let take = bytes_needed(spill, magic).map_or(left, |n| n.min(left));
+            spill.extend_from_slice(&cur[pos..pos + take]);
+            pos += take;
+            // Everything up to the file's end is gathered.
+            let at_end = base + cur.len() as u64 >= size && pos == cur.len();
+            match decode_block(spill, 0, magic) {
+                Ok(Some((block, _))) => {
+                    if visit(start, block)?.is_break() {
+                        return Ok(((ScanEnd::Stopped { offset: start }, size), Some(cur)));
+                    }
+                    break;
+                }
+                Err(FrameError::TornTail { .. }) if !at_end => {}
+                Err(FrameError::Corrupt {
+                    reason: CorruptReason::LengthPastEnd { .. },
+                    ..
+                }) if !at_end => {}
+                // `Ok(None)` needs an empty spill, which a straddling block
+                // never leaves; report it as the end if it ever came.
+                Ok(None) => return Ok(((ScanEnd::Clean, size), Some(cur))),
+                Err(error) => {
+                    let error = rebase(error, start);
+                    return Ok((
+                        (
+                            ScanEnd::Damaged {
+                                offset: start,
+                                error,
+                            },
+                            size,
+                        ),
+                        Some(cur),
+                    ));
+                }
+            }
         }
     }
 }
@@ -150,8 +383,9 @@ pub fn read_rest(storage: &dyn Storage, path: &Path, offset: u64) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::encode_block;
+    use crate::frame::{blocks as blocks_of, encode_block};
     use crate::sim::SimStorage;
+    use proptest::prelude::*;
 
     const MAGIC: u32 = u32::from_le_bytes(*b"tEST");
 
@@ -168,8 +402,8 @@ mod tests {
     /// disk, which checks a direct read's alignment and refuses a
     /// misaligned one), checking that both read the same.
     fn scan(data: &[u8], stop_at: Option<usize>) -> (Vec<(u64, Vec<u8>)>, ScanEnd) {
-        let buffered = scan_with(data, stop_at, &mut DirectVec::default(), false);
-        let direct = scan_with(data, stop_at, &mut DirectVec::default(), true);
+        let buffered = scan_with(data, stop_at, &mut ScanBuffers::default(), false);
+        let direct = scan_with(data, stop_at, &mut ScanBuffers::default(), true);
         assert_eq!(buffered.0, direct.0, "the blocks each way");
         assert_eq!(format!("{:?}", buffered.1), format!("{:?}", direct.1));
         direct
@@ -178,7 +412,7 @@ mod tests {
     fn scan_with(
         data: &[u8],
         stop_at: Option<usize>,
-        buffer: &mut DirectVec,
+        buffer: &mut ScanBuffers,
         direct: bool,
     ) -> (Vec<(u64, Vec<u8>)>, ScanEnd) {
         let storage = SimStorage::new(1);
@@ -193,7 +427,7 @@ mod tests {
         path: &Path,
         len: usize,
         stop_at: Option<usize>,
-        buffer: &mut DirectVec,
+        buffer: &mut ScanBuffers,
         direct: bool,
     ) -> (Vec<(u64, Vec<u8>)>, ScanEnd) {
         let mut seen = Vec::new();
@@ -224,7 +458,7 @@ mod tests {
         let mut file = storage.create(&path).unwrap();
         file.append(&data).unwrap();
         file.sync().unwrap();
-        let mut buffer = DirectVec::default();
+        let mut buffer = ScanBuffers::default();
         let buffered = scan_file(&storage, &path, data.len(), None, &mut buffer, false);
         let direct = scan_file(&storage, &path, data.len(), None, &mut buffer, true);
         assert_eq!(buffered.0, direct.0);
@@ -285,19 +519,19 @@ mod tests {
         }
     }
 
-    /// The buffer keeps the length it grew to between scans: bytes past
-    /// what the current file filled must never be decoded, and a block
-    /// bigger than a chunk grows it.
+    /// The buffers are kept between scans: bytes a file before left in them
+    /// must never be decoded, and a block bigger than a chunk is gathered
+    /// whole.
     #[test]
     fn a_reused_buffer_shows_no_stale_bytes() {
         for direct in [false, true] {
-            let mut buffer = DirectVec::default();
+            let mut buffer = ScanBuffers::default();
             let big: Vec<Vec<u8>> = vec![vec![7; 3_000_000], vec![8; 5 << 20], vec![9; 100]];
             let (seen, end) = scan_with(&file_of(&big, &[]), None, &mut buffer, direct);
             assert!(matches!(end, ScanEnd::Clean));
             assert_eq!(seen.len(), 3);
             assert_eq!(seen[1].1, big[1], "a block larger than a chunk");
-            assert!(buffer.capacity() > SCAN_CHUNK_BYTES);
+            assert!(buffer.spill.capacity() > SCAN_CHUNK_BYTES);
             // A small file after it, torn: the old blocks still in the buffer
             // behind its bytes must not show up.
             let torn_tail = &file_of(&[vec![2; 10]], &[])[..5];
@@ -315,6 +549,117 @@ mod tests {
             let (seen, end) = scan_with(&[], None, &mut buffer, direct);
             assert!(seen.is_empty());
             assert!(matches!(end, ScanEnd::Clean));
+        }
+    }
+
+    /// What a damage does to a well-formed file (proptest input).
+    #[derive(Debug, Clone)]
+    enum Damage {
+        None,
+        CutAt(usize),
+        FlipAt(usize),
+        Zeros(usize),
+        Garbage(Vec<u8>),
+    }
+
+    fn damage() -> impl Strategy<Value = Damage> {
+        prop_oneof![
+            Just(Damage::None),
+            any::<usize>().prop_map(Damage::CutAt),
+            any::<usize>().prop_map(Damage::FlipAt),
+            (1..20_000usize).prop_map(Damage::Zeros),
+            proptest::collection::vec(any::<u8>(), 1..300).prop_map(Damage::Garbage),
+        ]
+    }
+
+    /// An error's offset and kind, for comparing two decoders (`next_valid`
+    /// is only reported, and relative to different buffers).
+    fn error_kind(error: &FrameError) -> (usize, String) {
+        match error {
+            FrameError::TornTail { offset } => (*offset, "torn".into()),
+            FrameError::Corrupt { offset, reason } => {
+                let kind = format!("{reason:?}");
+                (
+                    *offset,
+                    kind[..kind.find([' ', '{']).unwrap_or(kind.len())].into(),
+                )
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        /// Scanned in small chunks — blocks straddling one or several chunk
+        /// boundaries, through the cache, past it (the simulated disk checks
+        /// alignment) and with the reader thread — a damaged or whole file
+        /// gives exactly what decoding it in one buffer gives.
+        #[test]
+        fn chunked_scans_decode_as_one_buffer_does(
+            sizes in proptest::collection::vec(
+                prop_oneof![0..40usize, 0..3_000usize, 0..20_000usize],
+                0..24,
+            ),
+            damage in damage(),
+            chunk_blocks in 1..4usize,
+        ) {
+            let blocks: Vec<Vec<u8>> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
+                .collect();
+            let mut data = file_of(&blocks, &[]);
+            match damage {
+                Damage::None => {}
+                Damage::CutAt(at) => data.truncate(at % (data.len() + 1)),
+                Damage::FlipAt(at) if !data.is_empty() => {
+                    let at = at % data.len();
+                    data[at] ^= 0x40;
+                }
+                Damage::FlipAt(_) => {}
+                Damage::Zeros(n) => data.resize(data.len() + n, 0),
+                Damage::Garbage(bytes) => data.extend_from_slice(&bytes),
+            }
+            let mut expected_blocks = Vec::new();
+            let mut expected_end = None;
+            for item in blocks_of(&data, MAGIC) {
+                match item {
+                    Ok((offset, block)) => {
+                        expected_blocks.push((offset as u64, block.payload.to_vec()))
+                    }
+                    Err(error) => expected_end = Some(error_kind(&error)),
+                }
+            }
+            let storage = SimStorage::new(1);
+            let path = Path::new("/f");
+            storage.create(path).unwrap().append(&data).unwrap();
+            let chunk = chunk_blocks * crate::DIRECT_ALIGN;
+            for direct in [false, true] {
+                let mut seen = Vec::new();
+                let (end, size) = scan_in_chunks::<StorageError>(
+                    &storage,
+                    path,
+                    MAGIC,
+                    &mut ScanBuffers::default(),
+                    (direct, chunk),
+                    |o, b| {
+                        seen.push((o, b.payload.to_vec()));
+                        Ok(ControlFlow::Continue(()))
+                    },
+                )
+                .unwrap();
+                prop_assert_eq!(size, data.len() as u64);
+                prop_assert_eq!(&seen, &expected_blocks, "direct {}", direct);
+                match (end, &expected_end) {
+                    (ScanEnd::Clean, None) => {}
+                    (ScanEnd::Damaged { offset, error }, Some(expected)) => {
+                        prop_assert_eq!(offset as usize, expected.0);
+                        prop_assert_eq!(&error_kind(&error), expected, "direct {}", direct);
+                    }
+                    (end, expected) => {
+                        prop_assert!(false, "direct {direct}: {end:?}, expected {expected:?}")
+                    }
+                }
+            }
         }
     }
 

@@ -22,7 +22,7 @@
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use epochdb_storage::{scan_blocks, Block, DirectVec, ScanEnd, Storage, StorageError};
+use epochdb_storage::{scan_blocks, Block, ScanBuffers, ScanEnd, Storage, StorageError};
 
 use crate::error::WalError;
 use crate::format::{
@@ -220,7 +220,7 @@ pub(crate) fn scan<E: From<WalError>>(
     let mut files = Vec::new();
     let mut last_header_bytes = 0;
     let mut expected: Option<Lsn> = None;
-    let mut buffer = DirectVec::default();
+    let mut buffer = ScanBuffers::default();
     let count = names.len();
     for (i, (start, path)) in names.into_iter().enumerate() {
         let last = i + 1 == count;

@@ -5,7 +5,7 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use epochdb_storage::{Block, DirectVec, Storage, StorageError};
+use epochdb_storage::{Block, ScanBuffers, Storage, StorageError};
 
 use super::format::{BlockError, FORMAT_VERSION};
 
@@ -21,7 +21,7 @@ pub(crate) enum ScanEnd {
 }
 
 /// Calls `visit(offset, block)` for each block of `path` (format `magic`)
-/// in order, read through `buffer`, past the page cache if `direct`; stops
+/// in order, read through `buffers`, past the page cache if `direct`; stops
 /// at the first damaged block, a block of another format
 /// version, or an error from `visit`. Returns how the scan ended and the
 /// file's length.
@@ -29,7 +29,7 @@ pub(crate) fn scan_blocks<E: From<StorageError>>(
     storage: &dyn Storage,
     path: &Path,
     magic: u32,
-    (buffer, direct): (&mut DirectVec, bool),
+    (buffers, direct): (&mut ScanBuffers, bool),
     mut visit: impl FnMut(u64, Block<'_>) -> Result<(), E>,
 ) -> Result<(ScanEnd, u64), E> {
     let mut other_version = None;
@@ -37,7 +37,7 @@ pub(crate) fn scan_blocks<E: From<StorageError>>(
         storage,
         path,
         magic,
-        buffer,
+        buffers,
         direct,
         |offset, block| {
             if block.version != FORMAT_VERSION {
@@ -86,7 +86,7 @@ mod tests {
             &storage,
             path,
             MAGIC,
-            (&mut DirectVec::default(), true),
+            (&mut ScanBuffers::default(), true),
             |_, _| {
                 seen += 1;
                 Ok(())

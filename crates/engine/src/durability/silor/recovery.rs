@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use epochdb_epoch::{EpochHandle, EpochManager};
-use epochdb_storage::{decode_block, DirectVec, FrameError, Storage, StorageError};
+use epochdb_storage::{decode_block, FrameError, ScanBuffers, Storage, StorageError};
 use parking_lot::Mutex;
 
 use super::files::{
@@ -599,7 +599,7 @@ pub(crate) fn load_checkpoint(
                 let (groups, next_group, bytes_read, max_epoch, first_error) = shared;
                 let mut handle = manager.register().expect("room for loaders");
                 handle.protect();
-                let mut buffer = DirectVec::default();
+                let mut buffer = ScanBuffers::default();
                 'groups: while let Some(files) =
                     groups.get(next_group.fetch_add(1, Ordering::Relaxed))
                 {
@@ -641,7 +641,7 @@ fn load_checkpoint_file(
     expected: u64,
     tables: &[Arc<Table>],
     (handle, mut progress): (&mut EpochHandle, FileProgress<'_>),
-    (buffer, direct): (&mut DirectVec, bool),
+    (buffer, direct): (&mut ScanBuffers, bool),
 ) -> Result<(u64, u64), DurabilityError> {
     if !storage.exists(path).map_err(io)? {
         return Err(corrupt(path, "checkpoint file missing"));
@@ -798,7 +798,7 @@ fn replay_logs(
                     ) = shared;
                     let mut handle = manager.register().expect("room for replayers");
                     handle.protect();
-                    let mut buffer = DirectVec::default();
+                    let mut buffer = ScanBuffers::default();
                     let fail = |error| {
                         first_error.lock().get_or_insert(error);
                         sharing.failed.store(true, Ordering::Relaxed);
@@ -924,7 +924,7 @@ fn replay_file<'a>(
         &BlockSharing<'a>,
         &Sender<SharedBlock<'a>>,
     ),
-    (buffer, direct): (&mut DirectVec, bool),
+    (buffer, direct): (&mut ScanBuffers, bool),
 ) -> Result<(u64, FileOutcome), DurabilityError> {
     let path = &file.path;
     let mut outcome = FileOutcome::default();
