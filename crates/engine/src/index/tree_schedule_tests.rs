@@ -76,6 +76,41 @@ fn full_leaf_and_lone_leaf() -> Arc<Tree> {
     tree
 }
 
+/// Scans `[51, ∞)`: the leaves it read (with their versions) and whether
+/// it saw key 55.
+fn scan_from_51(tree: &Tree) -> (Vec<LeafVersion>, bool) {
+    let (mut leaves, mut saw_55) = (Vec::new(), false);
+    tree.scan(
+        Bound::Included(&key(51)[..]),
+        Bound::Unbounded,
+        |k, _| {
+            saw_55 |= k == [55];
+            true
+        },
+        |leaf| leaves.push(leaf),
+    );
+    (leaves, saw_55)
+}
+
+/// Once 55 has been inserted: a scan of its range that did not see it must
+/// have read a leaf that no longer validates (its phantom check fails).
+fn noticed_55((leaves, saw_55): (Vec<LeafVersion>, bool)) {
+    if !saw_55 {
+        assert!(
+            !leaves.iter().all(LeafVersion::unchanged),
+            "a scan's leaves missed the insert of 55 into its range"
+        );
+    }
+}
+
+/// Frees the leaf a removal unlinked, once every thread has stopped.
+fn free_unlinked(unlinked: Option<usize>) {
+    if let Some(leaf) = unlinked {
+        // SAFETY: the test's threads have stopped; the leaf left the tree.
+        unsafe { free_leaf(leaf as *mut ()) };
+    }
+}
+
 /// After the race: exactly `expected` (sorted), by scan and by lookup.
 fn holds_exactly(tree: &Tree, expected: &[u8]) {
     assert_eq!(scan_all(tree), expected, "the tree's keys");
@@ -205,7 +240,7 @@ fn schedule_tree_unlinking_an_emptied_leaf_races_inserts_and_readers() {
     check(|| {
         let tree = full_leaf_and_lone_leaf();
         let mut proof: Option<LeafVersion> = None;
-        let (mut scanned, mut saw_55) = (Vec::new(), false);
+        let mut scan_above_50 = None;
         let remover = {
             let tree = tree.clone();
             shuttle::thread::spawn(move || {
@@ -232,32 +267,16 @@ fn schedule_tree_unlinking_an_emptied_leaf_races_inserts_and_readers() {
                 let kept: Vec<u8> = seen.into_iter().filter(|&k| k <= 35).collect();
                 assert_eq!(kept, [10, 20, 30, 35], "a stable key missed or repeated");
                 // A scan of [51, ∞) may stand on the leaf as it is unlinked.
-                t.scan(
-                    Bound::Included(&key(51)[..]),
-                    Bound::Unbounded,
-                    |k, _| {
-                        saw_55 |= k == [55];
-                        true
-                    },
-                    |leaf| scanned.push(leaf),
-                );
+                scan_above_50 = Some(scan_from_51(t));
             },
         );
         let unlinked = remover.join().unwrap();
         if let Some(proof) = proof {
             assert!(!proof.unchanged(), "a phantom insert went unnoticed");
         }
-        if !saw_55 {
-            assert!(
-                !scanned.iter().all(LeafVersion::unchanged),
-                "a scan's leaves missed the insert of 55 into its range"
-            );
-        }
+        noticed_55(scan_above_50.expect("the scan ran"));
         holds_exactly(&tree, &[10, 20, 30, 35, 45, 55]);
-        if let Some(leaf) = unlinked {
-            // SAFETY: every thread has stopped; the leaf left the tree.
-            unsafe { free_leaf(leaf as *mut ()) };
-        }
+        free_unlinked(unlinked);
     });
 }
 
@@ -279,27 +298,10 @@ fn schedule_tree_a_scan_standing_on_an_unlinked_leaf_sees_the_phantom() {
                 removed.unlinked.map(|u| u.leaf as usize)
             })
         };
-        let (mut scanned, mut saw_55) = (Vec::new(), false);
-        tree.scan(
-            Bound::Included(&key(51)[..]),
-            Bound::Unbounded,
-            |k, _| {
-                saw_55 |= k == [55];
-                true
-            },
-            |leaf| scanned.push(leaf),
-        );
+        let scan = scan_from_51(&tree);
         let unlinked = changer.join().unwrap();
-        if !saw_55 {
-            assert!(
-                !scanned.iter().all(LeafVersion::unchanged),
-                "a scan's leaves missed the insert of 55 into its range"
-            );
-        }
+        noticed_55(scan);
         holds_exactly(&tree, &[10, 20, 30, 35, 55]);
-        if let Some(leaf) = unlinked {
-            // SAFETY: every thread has stopped; the leaf left the tree.
-            unsafe { free_leaf(leaf as *mut ()) };
-        }
+        free_unlinked(unlinked);
     });
 }
