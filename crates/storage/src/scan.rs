@@ -1,4 +1,4 @@
-//! Reading a file's blocks in chunks through one reused buffer. Recovery
+//! Reading a file's blocks in chunks through reused buffers. Recovery
 //! reads gigabytes: a fresh buffer per file made the kernel zero every page
 //! it faulted in (perf: three quarters of a silor recovery's time went to
 //! `clear_page_erms`), and a whole-file read held the file in memory. The
@@ -125,7 +125,10 @@ fn scan_in_chunks<E: From<StorageError>>(
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let (to_reader, free) = sync_channel::<DirectVec>(READ_AHEAD_BUFFERS);
-        let (to_decoder, full) = sync_channel::<Result<Chunk, StorageError>>(READ_AHEAD_BUFFERS);
+        // Every buffer, plus the end of the file (`Ok(None)`) or an error:
+        // the reader's sends never block.
+        let (to_decoder, full) =
+            sync_channel::<Result<Option<Chunk>, StorageError>>(READ_AHEAD_BUFFERS + 1);
         for _ in 0..READ_AHEAD_BUFFERS {
             let buf = chunks.pop().unwrap_or_default();
             to_reader.send(buf).expect("the channel has room");
@@ -143,18 +146,20 @@ fn scan_in_chunks<E: From<StorageError>>(
                     spare.push(buf);
                     continue;
                 }
-                match read_chunk(file, (&mut offset, size, chunk), &mut buf, true) {
-                    // Never blocks: the channel has room for every buffer.
-                    Ok(Some(at)) => to_decoder.send(Ok((at, buf))).expect("the decoder waits"),
-                    Ok(None) => {
+                let read = read_chunk(file, (&mut offset, size, chunk), &mut buf, true);
+                let message = match read {
+                    Ok(Some(at)) => Ok(Some((at, buf))),
+                    // The end (also of a file that shrank under us: the
+                    // decoder, still short of `size`, must hear it) or a
+                    // failed read: nothing more to read.
+                    Ok(None) | Err(_) => {
                         spare.push(buf);
                         done = true;
+                        read.map(|_| None)
                     }
-                    Err(e) => {
-                        spare.push(buf);
-                        to_decoder.send(Err(e)).expect("the decoder waits");
-                        done = true;
-                    }
+                };
+                if to_decoder.send(message).is_err() {
+                    break;
                 }
             }
             spare
@@ -168,17 +173,17 @@ fn scan_in_chunks<E: From<StorageError>>(
                     });
                 }
             }
-            match full.recv() {
-                Ok(chunk) => chunk.map(Some),
-                Err(_) => Ok(None),
-            }
+            // A reader gone without a word has panicked: the join says so.
+            full.recv().unwrap_or(Ok(None))
         };
         let decoded = decode_chunks(size, magic, spill, &mut next, &mut visit);
         stop.store(true, Relaxed);
         drop(to_reader);
         // Unblock a reader waiting to hand over a chunk, and keep the buffers.
-        for chunk in full.iter().flatten() {
-            chunks.push(chunk.1);
+        for message in full.iter() {
+            if let Ok(Some((_, buf))) = message {
+                chunks.push(buf);
+            }
         }
         chunks.extend(reader.join().expect("the scan's reader thread panicked"));
         let (end, last) = decoded?;
@@ -658,6 +663,123 @@ mod tests {
                     (end, expected) => {
                         prop_assert!(false, "direct {direct}: {end:?}, expected {expected:?}")
                     }
+                }
+            }
+        }
+    }
+
+    /// A storage whose files claim `extra` bytes more than they hold, as a
+    /// file that shrank between its size and its reads.
+    #[derive(Debug)]
+    struct Shrinking {
+        inner: SimStorage,
+        extra: u64,
+    }
+
+    #[derive(Debug)]
+    struct ShrinkingFile {
+        inner: Box<dyn StorageFile>,
+        extra: u64,
+    }
+
+    impl StorageFile for ShrinkingFile {
+        fn path(&self) -> &Path {
+            self.inner.path()
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> crate::Result<()> {
+            self.inner.write_at(offset, data)
+        }
+        fn append(&mut self, data: &[u8]) -> crate::Result<u64> {
+            self.inner.append(data)
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> crate::Result<usize> {
+            self.inner.read_at(offset, buf)
+        }
+        fn size(&self) -> crate::Result<u64> {
+            Ok(self.inner.size()? + self.extra)
+        }
+        fn truncate(&mut self, len: u64) -> crate::Result<()> {
+            self.inner.truncate(len)
+        }
+        fn sync(&self) -> crate::Result<()> {
+            self.inner.sync()
+        }
+    }
+
+    impl Storage for Shrinking {
+        fn create(&self, path: &Path) -> crate::Result<Box<dyn StorageFile>> {
+            self.inner.create(path)
+        }
+        fn open(&self, path: &Path) -> crate::Result<Box<dyn StorageFile>> {
+            let inner = self.inner.open(path)?;
+            Ok(Box::new(ShrinkingFile {
+                inner,
+                extra: self.extra,
+            }))
+        }
+        fn read(&self, path: &Path) -> crate::Result<Vec<u8>> {
+            self.inner.read(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> crate::Result<()> {
+            self.inner.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> crate::Result<()> {
+            self.inner.remove(path)
+        }
+        fn list(&self, dir: &Path) -> crate::Result<Vec<String>> {
+            self.inner.list(dir)
+        }
+        fn len(&self, path: &Path) -> crate::Result<u64> {
+            self.inner.len(path)
+        }
+        fn exists(&self, path: &Path) -> crate::Result<bool> {
+            self.inner.exists(path)
+        }
+        fn create_dir_all(&self, dir: &Path) -> crate::Result<()> {
+            self.inner.create_dir_all(dir)
+        }
+        fn sync_dir(&self, dir: &Path) -> crate::Result<()> {
+            self.inner.sync_dir(dir)
+        }
+    }
+
+    /// A file that ends before the size it reported (it shrank under the
+    /// scan) ends as a torn tail where its bytes run out, on every read
+    /// path and whether it ends on a chunk boundary or not; the scan must
+    /// not wait for chunks that never come.
+    #[test]
+    fn a_file_shorter_than_its_size_ends_as_a_torn_tail() {
+        let chunk = 2 * crate::DIRECT_ALIGN;
+        for blocks in [vec![vec![1u8; 3 * chunk]], vec![vec![2u8; chunk - 16]; 4]] {
+            let data = file_of(&blocks, &[]);
+            let storage = Shrinking {
+                inner: SimStorage::new(1),
+                extra: 5 * chunk as u64,
+            };
+            let path = Path::new("/f");
+            storage.create(path).unwrap().append(&data).unwrap();
+            for direct in [false, true] {
+                let mut seen = 0;
+                let (end, size) = scan_in_chunks::<StorageError>(
+                    &storage,
+                    path,
+                    MAGIC,
+                    &mut ScanBuffers::default(),
+                    (direct, chunk),
+                    |_, _| {
+                        seen += 1;
+                        Ok(ControlFlow::Continue(()))
+                    },
+                )
+                .unwrap();
+                assert_eq!(seen, blocks.len(), "direct {direct}");
+                assert_eq!(size, data.len() as u64, "what was read");
+                match end {
+                    ScanEnd::Damaged {
+                        offset,
+                        error: FrameError::TornTail { .. },
+                    } => assert_eq!(offset, data.len() as u64),
+                    other => panic!("direct {direct}: {other:?}"),
                 }
             }
         }
