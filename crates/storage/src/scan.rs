@@ -435,16 +435,37 @@ mod tests {
         buffer: &mut ScanBuffers,
         direct: bool,
     ) -> (Vec<(u64, Vec<u8>)>, ScanEnd) {
+        let chunk = SCAN_CHUNK_BYTES;
+        scan_chunked(storage, path, len, stop_at, buffer, (direct, chunk))
+    }
+
+    /// The blocks (offset, payload) a scan in chunks of `chunk` bytes visits
+    /// before `stop_at`, and how it ended; the length it reports must be
+    /// `len`.
+    fn scan_chunked(
+        storage: &dyn Storage,
+        path: &Path,
+        len: usize,
+        stop_at: Option<usize>,
+        buffer: &mut ScanBuffers,
+        (direct, chunk): (bool, usize),
+    ) -> (Vec<(u64, Vec<u8>)>, ScanEnd) {
         let mut seen = Vec::new();
-        let (end, size) =
-            scan_blocks::<StorageError>(storage, path, MAGIC, buffer, direct, |o, b| {
+        let (end, size) = scan_in_chunks::<StorageError>(
+            storage,
+            path,
+            MAGIC,
+            buffer,
+            (direct, chunk),
+            |o, b| {
                 if stop_at == Some(seen.len()) {
                     return Ok(ControlFlow::Break(()));
                 }
                 seen.push((o, b.payload.to_vec()));
                 Ok(ControlFlow::Continue(()))
-            })
-            .unwrap();
+            },
+        )
+        .unwrap();
         assert_eq!(size, len as u64);
         (seen, end)
     }
@@ -639,20 +660,9 @@ mod tests {
             storage.create(path).unwrap().append(&data).unwrap();
             let chunk = chunk_blocks * crate::DIRECT_ALIGN;
             for direct in [false, true] {
-                let mut seen = Vec::new();
-                let (end, size) = scan_in_chunks::<StorageError>(
-                    &storage,
-                    path,
-                    MAGIC,
-                    &mut ScanBuffers::default(),
-                    (direct, chunk),
-                    |o, b| {
-                        seen.push((o, b.payload.to_vec()));
-                        Ok(ControlFlow::Continue(()))
-                    },
-                )
-                .unwrap();
-                prop_assert_eq!(size, data.len() as u64);
+                let mut buffers = ScanBuffers::default();
+                let (seen, end) =
+                    scan_chunked(&storage, path, data.len(), None, &mut buffers, (direct, chunk));
                 prop_assert_eq!(&seen, &expected_blocks, "direct {}", direct);
                 match (end, &expected_end) {
                     (ScanEnd::Clean, None) => {}
@@ -759,21 +769,16 @@ mod tests {
             let path = Path::new("/f");
             storage.create(path).unwrap().append(&data).unwrap();
             for direct in [false, true] {
-                let mut seen = 0;
-                let (end, size) = scan_in_chunks::<StorageError>(
+                let mut buffers = ScanBuffers::default();
+                let (seen, end) = scan_chunked(
                     &storage,
                     path,
-                    MAGIC,
-                    &mut ScanBuffers::default(),
+                    data.len(),
+                    None,
+                    &mut buffers,
                     (direct, chunk),
-                    |_, _| {
-                        seen += 1;
-                        Ok(ControlFlow::Continue(()))
-                    },
-                )
-                .unwrap();
-                assert_eq!(seen, blocks.len(), "direct {direct}");
-                assert_eq!(size, data.len() as u64, "what was read");
+                );
+                assert_eq!(seen.len(), blocks.len(), "direct {direct}");
                 match end {
                     ScanEnd::Damaged {
                         offset,
