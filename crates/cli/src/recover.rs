@@ -1,21 +1,28 @@
-//! `epochdb recover --dir PATH`: recovers a `log` or `silor` database with
-//! every core (silor-osdi14 §5) and reports what it read and how fast
-//! (DESIGN.md, "The `epochdb` command"). Opening recovers and then resumes
-//! (stale log files are rewritten, as every open does); the database is
-//! then shut down cleanly.
+//! `epochdb recover --dir PATH`: recovers a `log`, `silor`, `wal` or `cpr`
+//! database with every core (silor-osdi14 §5) and reports what it read and
+//! how fast (DESIGN.md, "The `epochdb` command"). Without `--durability`
+//! the mode is read off the directory's files. Opening recovers and then
+//! resumes (stale log files are rewritten, as every open does); the
+//! database is then shut down cleanly.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use epochdb_engine::durability::{RecoveryReport, SilorOptions, WalOptions};
 use epochdb_engine::{Config, Database, DurabilityKind, PointIndexes};
 use serde::Serialize;
 
-/// The file every `log`/`silor` database has in its first directory from
-/// its first open on (the table catalog, `files.rs`).
+/// The file every `log`/`silor`/`cpr` database has in its first directory
+/// from its first open on (the table catalog, `files.rs`).
 const CATALOG: &str = "catalog";
+/// The subdirectory that holds a `wal` database's central log.
+const WAL_SUBDIR: &str = "wal";
+/// The marker file of a `cpr` database.
+const CPR_MARKER: &str = "cpr";
+/// The installed checkpoint's metadata (`silor`, and `log` never has one).
+const CHECKPOINT_META: &str = "checkpoint";
 
 /// `recover` flags.
 #[derive(Debug, Args)]
@@ -27,9 +34,11 @@ pub(crate) struct RecoverArgs {
     /// Recovery threads in all (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
-    /// The mode to open the database with: log, silor, wal or cpr.
-    #[arg(long, default_value = "silor")]
-    durability: DurabilityKind,
+    /// The mode to open the database with: log, silor, wal or cpr. By
+    /// default, the mode the directory was written with (read off its
+    /// files: a `wal` subdirectory, a `cpr` marker, a checkpoint).
+    #[arg(long)]
+    durability: Option<DurabilityKind>,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -72,10 +81,9 @@ struct RecoverJson {
 
 /// Recovers, prints the report, writes the JSON, shuts down.
 pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
-    if !args.durability.is_durable() {
+    if let Some(mode) = args.durability.filter(|mode| !mode.is_durable()) {
         return Err(format!(
-            "--durability: {} keeps nothing to recover; use log, silor, wal or cpr",
-            args.durability
+            "--durability: {mode} keeps nothing to recover; use log, silor, wal or cpr"
         ));
     }
     let threads = match args.threads {
@@ -83,9 +91,9 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    check_dirs(&args.dir, args.durability)?;
+    let mode = check_dirs(&args.dir, args.durability)?;
     let config = Config {
-        durability: args.durability,
+        durability: mode,
         dirs: args.dir.clone(),
         silor: SilorOptions {
             recovery_threads: threads,
@@ -130,38 +138,77 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
             log_blocks_shared: report.log_blocks_shared,
             torn_tail_bytes: report.torn_tail_bytes,
             dropped_blocks: report.dropped_blocks,
-            durability: args.durability.name().to_string(),
+            durability: mode.name().to_string(),
             dirs: args.dir.clone(),
         };
         let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
         std::fs::write(path, text + "\n")
             .map_err(|e| format!("--json: writing {}: {e}", path.display()))?;
     }
-    let text = report_text(&args, threads, &report).map_err(|e| e.to_string())?;
+    let text = report_text(&args, mode, threads, &report).map_err(|e| e.to_string())?;
     std::io::stdout()
         .lock()
         .write_all(text.as_bytes())
         .map_err(|e| format!("writing the report: {e}"))
 }
 
-/// Opening a missing directory would create an empty database and report
-/// a successful recovery of nothing: refuse instead.
-fn check_dirs(dirs: &[PathBuf], mode: DurabilityKind) -> Result<(), String> {
-    let first = &dirs[0];
-    if mode == DurabilityKind::Wal {
-        // The wal mode keeps its catalog in the log (`<dir>/wal/`).
-        if !first.join("wal").is_dir() {
-            return Err(format!(
-                "no epochdb wal database at {} (no wal directory)",
-                first.display()
-            ));
+/// What a directory holds, judged by its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holds {
+    /// A `wal` database (its central log in `wal/`).
+    Wal,
+    /// A `cpr` database (its marker file).
+    Cpr,
+    /// A `log` or `silor` database: one format, and `silor` once a
+    /// checkpoint was installed.
+    LogOrSilor { checkpointed: bool },
+    /// No epochdb database.
+    Nothing,
+}
+
+impl Holds {
+    fn of(dir: &Path) -> Holds {
+        if dir.join(WAL_SUBDIR).is_dir() {
+            Holds::Wal
+        } else if dir.join(CPR_MARKER).is_file() {
+            Holds::Cpr
+        } else if dir.join(CATALOG).is_file() {
+            Holds::LogOrSilor {
+                checkpointed: dir.join(CHECKPOINT_META).is_file(),
+            }
+        } else {
+            Holds::Nothing
         }
-    } else if !first.join(CATALOG).is_file() {
-        return Err(format!(
-            "no epochdb database at {} (no {CATALOG} file)",
-            first.display()
-        ));
     }
+
+    /// The mode that opens it as it was written (`None`: nothing to open).
+    fn mode(self) -> Option<DurabilityKind> {
+        match self {
+            Holds::Wal => Some(DurabilityKind::Wal),
+            Holds::Cpr => Some(DurabilityKind::Cpr),
+            Holds::LogOrSilor { checkpointed: true } => Some(DurabilityKind::Silor),
+            Holds::LogOrSilor {
+                checkpointed: false,
+            } => Some(DurabilityKind::Log),
+            Holds::Nothing => None,
+        }
+    }
+}
+
+/// Checks that the first directory holds a database and the others exist,
+/// and returns the mode to open it with: `requested`, or the one it was
+/// written with. Opening a missing directory would create an empty database
+/// and report a successful recovery of nothing: refuse instead. A database
+/// of another mode than `requested` is left to the engine, which names the
+/// mode to use.
+fn check_dirs(
+    dirs: &[PathBuf],
+    requested: Option<DurabilityKind>,
+) -> Result<DurabilityKind, String> {
+    let first = &dirs[0];
+    let Some(written) = Holds::of(first).mode() else {
+        return Err(no_database(first));
+    };
     for dir in &dirs[1..] {
         if !dir.is_dir() {
             return Err(format!(
@@ -170,7 +217,42 @@ fn check_dirs(dirs: &[PathBuf], mode: DurabilityKind) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(requested.unwrap_or(written))
+}
+
+/// Why `dir` cannot be recovered, with a hint where it holds databases one
+/// level down (as `epochdb bench --dir` and `crashtest` lay them out).
+fn no_database(dir: &Path) -> String {
+    if !dir.exists() {
+        return format!(
+            "no epochdb database at {} (it does not exist)",
+            dir.display()
+        );
+    }
+    if !dir.is_dir() {
+        return format!("no epochdb database at {} (not a directory)", dir.display());
+    }
+    let mut inside: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| Holds::of(path) != Holds::Nothing)
+        .map(|path| path.display().to_string())
+        .collect();
+    inside.sort();
+    if inside.is_empty() {
+        format!(
+            "no epochdb database at {} (no {CATALOG} file and no {WAL_SUBDIR} directory)",
+            dir.display()
+        )
+    } else {
+        format!(
+            "no epochdb database at {}, but it holds {}: pass that to --dir",
+            dir.display(),
+            inside.join(", ")
+        )
+    }
 }
 
 fn dirs(dirs: &[PathBuf]) -> String {
@@ -180,17 +262,13 @@ fn dirs(dirs: &[PathBuf]) -> String {
 
 fn report_text(
     args: &RecoverArgs,
+    mode: DurabilityKind,
     threads: usize,
     report: &RecoveryReport,
 ) -> Result<String, std::fmt::Error> {
     let mb = |bytes: u64| bytes as f64 / 1e6;
     let mut text = String::new();
-    writeln!(
-        text,
-        "recovered {} ({} mode)",
-        dirs(&args.dir),
-        args.durability
-    )?;
+    writeln!(text, "recovered {} ({mode} mode)", dirs(&args.dir),)?;
     writeln!(
         text,
         "time:              {:.3} s (checkpoint {:.3} s, log {:.3} s)",

@@ -47,6 +47,12 @@ fn write_database(mode: DurabilityKind, dir: &Path) -> usize {
         epoch_interval: Duration::from_millis(2),
         silor: SilorOptions {
             rotate_epochs: 1,
+            // A `cpr` commit is durable with the next checkpoint.
+            checkpoint_interval: if mode == DurabilityKind::Cpr {
+                Duration::from_millis(5)
+            } else {
+                SilorOptions::default().checkpoint_interval
+            },
             ..SilorOptions::default()
         },
         ..Config::default()
@@ -399,4 +405,45 @@ fn recover_refuses_a_directory_without_a_database() {
 
     let result = epochdb(&["inspect", arg(&missing)]);
     assert!(!result.status.success());
+}
+
+#[test]
+fn recover_reads_the_mode_off_the_directory() {
+    for (mode, expected) in [
+        (DurabilityKind::Log, "log"),
+        // With its checkpoint installed; before one it recovers as `log`.
+        (DurabilityKind::Silor, "silor"),
+        (DurabilityKind::Wal, "wal"),
+        (DurabilityKind::Cpr, "cpr"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        write_database(mode, dir.path());
+        let result = epochdb(&["recover", "--dir", arg(dir.path()), "--threads", "2"]);
+        let (out, err) = text(&result);
+        assert!(result.status.success(), "{mode}: {out}{err}");
+        assert!(out.contains(&format!("({expected} mode)")), "{mode}: {out}");
+        assert!(
+            out.contains(&format!("records:           {}", KEYS - DELETED)),
+            "{mode}: {out}"
+        );
+    }
+}
+
+#[test]
+fn recover_names_the_databases_one_level_down() {
+    let parent = tempfile::tempdir().unwrap();
+    let db = parent.path().join("silor-1");
+    write_database(DurabilityKind::Silor, &db);
+    let result = epochdb(&["recover", "--dir", arg(parent.path())]);
+    assert!(!result.status.success());
+    let (_, err) = text(&result);
+    assert!(
+        err.contains(&format!("but it holds {}", db.display())),
+        "{err}"
+    );
+    // A database of another mode is named by the engine's refusal.
+    let result = epochdb(&["recover", "--dir", arg(&db), "--durability", "wal"]);
+    assert!(!result.status.success());
+    let (_, err) = text(&result);
+    assert!(err.contains("written by the log or silor mode"), "{err}");
 }
