@@ -1,6 +1,7 @@
-//! `epochdb inspect PATH`: any file of the `log` and `silor` modes in
-//! human-readable form, or a one-line summary of each file in a directory
-//! (DESIGN.md, "The `epochdb` command"). The decoding lives in the engine
+//! `epochdb inspect PATH`: any file of the `log`, `silor`, `cpr` and `wal`
+//! modes in human-readable form, or a one-line summary of each file in a
+//! directory, a `wal` database's log subdirectory included (DESIGN.md,
+//! "The `epochdb` command"). The decoding lives in the engine
 //! (`epochdb_engine::durability::inspect_file`), beside the parsers
 //! recovery uses; this module picks the file or directory form and turns
 //! damage into the exit status.
@@ -20,7 +21,8 @@ use epochdb_storage::RealStorage;
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
     /// A file of an epochdb directory (data.log, old_data.<e>, pepoch,
-    /// catalog, checkpoint, ckpt.<id>.t<table>.<j>), or the directory.
+    /// catalog, checkpoint, ckpt.<id>.t<table>.<j>, wal/wal-<lsn>.log,
+    /// wal/wal.sdl), or the directory.
     path: PathBuf,
     /// Also list every log entry with its writes and every checkpoint
     /// record; with a directory, print each file's listing too.

@@ -426,6 +426,13 @@ fn recover_reads_the_mode_off_the_directory() {
             out.contains(&format!("records:           {}", KEYS - DELETED)),
             "{mode}: {out}"
         );
+        let result = epochdb(&["inspect", arg(dir.path())]);
+        let (out, err) = text(&result);
+        assert!(result.status.success(), "{mode}: {out}{err}");
+        if mode == DurabilityKind::Wal {
+            assert!(out.contains("wal/wal.sdl"), "{out}");
+            assert!(out.contains(" commits, "), "{out}");
+        }
     }
 }
 

@@ -26,7 +26,8 @@
 //! instead), cuts a torn tail and reports corruption below the
 //! persisted SDL with file and offset. Files rotate at
 //! [`WalOptions::file_max_bytes`] and go with [`Wal::truncate_before`].
-//! The formats are drawn in `format.rs`; the crate's README lists what is
+//! The formats are drawn in `format.rs`, and [`inspect`] decodes the files
+//! block by block for tools; the crate's README lists what is
 //! simplified relative to the paper.
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -37,6 +38,7 @@ mod error;
 mod flusher;
 mod format;
 mod grasshopper;
+pub mod inspect;
 mod lsn;
 mod options;
 mod recovery;

@@ -136,7 +136,7 @@ impl<E> From<StorageError> for Stop<E> {
 /// The size of `block` if it is the header of a log file starting at
 /// `start`: format 1's 24 bytes, or format 2's padded header (see
 /// `format.rs`).
-fn file_header_size(block: &Block<'_>, start: Lsn) -> Option<u64> {
+pub(crate) fn file_header_size(block: &Block<'_>, start: Lsn) -> Option<u64> {
     if block.kind != KIND_FILE_HEADER || payload_u64(block.payload, 0) != Some(start) {
         return None;
     }
@@ -152,7 +152,7 @@ fn file_header_size(block: &Block<'_>, start: Lsn) -> Option<u64> {
 }
 
 /// The entry in `block` if it is a well-formed entry at `lsn`; else why not.
-fn entry_at<'a>(block: &Block<'a>, lsn: Lsn, len: u64) -> Result<EntryRef<'a>, String> {
+pub(crate) fn entry_at<'a>(block: &Block<'a>, lsn: Lsn, len: u64) -> Result<EntryRef<'a>, String> {
     if block.kind != KIND_ENTRY || block.version != FORMAT_VERSION {
         return Err(format!(
             "block kind {} version {} is not a log entry",
@@ -304,7 +304,7 @@ pub(crate) fn scan<E: From<WalError>>(
             None => size,
             Some((offset, reason)) => {
                 let lsn = start + (offset - header);
-                if lsn < persisted || !last {
+                if !crate::inspect::is_torn_tail(lsn, persisted, last) {
                     return Err(corrupt(
                         offset,
                         format!("{reason} (LSN {lsn}, persisted SDL {persisted})"),

@@ -53,8 +53,14 @@ use super::format::{
     KIND_DIR, KIND_LOG, KIND_LOG_HEADER, KIND_META, KIND_PEPOCH, LOG_MAGIC, META_MAGIC,
     PEPOCH_MAGIC,
 };
+use crate::durability::wal::inspect::{
+    inspect_log as inspect_wal_log, inspect_sdl as inspect_wal_sdl, LogContext as WalLogContext,
+};
 use crate::error::DurabilityError;
 use crate::tid::{Tid, STATUS_MASK};
+
+/// The subdirectory of a `wal` database that holds its central log.
+const WAL_SUBDIR: &str = crate::durability::wal::WAL_SUBDIR;
 
 /// Key bytes shown in hex before the rest is elided.
 const KEY_HEX_BYTES_MAX: usize = 32;
@@ -77,11 +83,16 @@ pub enum FileFormat {
     Directory,
     /// `cpr`: marks a database of the `cpr` mode (`eCPR`).
     CprMarker,
+    /// `wal/wal-<start LSN>.log`: the `wal` mode's central log, a header
+    /// then one block per entry (magic `ELWL`; `wal/inspect.rs`).
+    WalLog,
+    /// `wal/wal.sdl`: the `wal` mode's persisted SDL, two slots (`ELSD`).
+    WalSdl,
 }
 
 impl FileFormat {
     /// Every format, in the order inspect tries their magics.
-    pub const ALL: [FileFormat; 7] = [
+    pub const ALL: [FileFormat; 9] = [
         FileFormat::Log,
         FileFormat::Pepoch,
         FileFormat::Catalog,
@@ -89,6 +100,8 @@ impl FileFormat {
         FileFormat::CheckpointMeta,
         FileFormat::Directory,
         FileFormat::CprMarker,
+        FileFormat::WalLog,
+        FileFormat::WalSdl,
     ];
 
     /// A short human name ("log", "checkpoint data", …).
@@ -101,6 +114,8 @@ impl FileFormat {
             FileFormat::CheckpointMeta => "checkpoint metadata",
             FileFormat::Directory => "directory identity",
             FileFormat::CprMarker => "cpr marker",
+            FileFormat::WalLog => "wal log",
+            FileFormat::WalSdl => "wal SDL",
         }
     }
 
@@ -113,6 +128,8 @@ impl FileFormat {
             FileFormat::CheckpointMeta => META_MAGIC,
             FileFormat::Directory => DIR_MAGIC,
             FileFormat::CprMarker => CPR_MAGIC,
+            FileFormat::WalLog => u32::from_le_bytes(epochdb_wal::inspect::LOG_FILE_MAGIC),
+            FileFormat::WalSdl => u32::from_le_bytes(epochdb_wal::inspect::SDL_FILE_MAGIC),
         }
     }
 
@@ -127,6 +144,12 @@ impl FileFormat {
     /// The format a file called `name` holds by epochdb's naming
     /// (`files.rs`), a `.tmp` suffix ignored; `None` for other names.
     pub fn from_file_name(name: &str) -> Option<FileFormat> {
+        if epochdb_wal::inspect::log_file_start(name).is_some() {
+            return Some(FileFormat::WalLog);
+        }
+        if name == epochdb_wal::inspect::SDL_FILE_NAME {
+            return Some(FileFormat::WalSdl);
+        }
         let name = name.strip_suffix(TMP_SUFFIX).unwrap_or(name);
         if parse_log_name(name).is_some() {
             Some(FileFormat::Log)
@@ -229,6 +252,26 @@ pub struct InspectSummary {
 }
 
 impl InspectSummary {
+    /// A summary without checkpoint metadata.
+    pub(crate) fn new(
+        format: FileFormat,
+        blocks: u64,
+        bytes: u64,
+        entries: u64,
+        detail: String,
+        damage: Option<Damage>,
+    ) -> Self {
+        Self {
+            format,
+            blocks,
+            bytes,
+            entries,
+            detail,
+            damage,
+            meta: None,
+        }
+    }
+
     /// Whether the file has damage recovery refuses (corruption or an
     /// unreadable format version); a torn tail is not.
     pub fn is_corrupt(&self) -> bool {
@@ -284,6 +327,32 @@ enum TailPolicy {
     },
     /// Synced before named: any damage is corruption.
     Synced,
+    /// A file of the `wal` mode's log directory, judged as that mode's
+    /// recovery judges it (`wal/inspect.rs`).
+    Wal(WalLogContext),
+}
+
+/// What the `wal` mode's recovery would know about the file `name` in a log
+/// directory holding `names`, whose SDL file holds `persisted_sdl`.
+fn wal_context(names: &[String], persisted_sdl: Option<u64>, name: &str) -> WalLogContext {
+    let start = epochdb_wal::inspect::log_file_start(name);
+    let last = names
+        .iter()
+        .filter_map(|n| epochdb_wal::inspect::log_file_start(n))
+        .all(|other| start.is_some_and(|s| other <= s));
+    WalLogContext {
+        start,
+        persisted_sdl,
+        last,
+    }
+}
+
+/// The SDL recovery would take from the SDL file in `dir`, if there is one.
+fn wal_persisted_sdl(storage: &dyn Storage, dir: &Path) -> Option<u64> {
+    let data = storage
+        .read(&dir.join(epochdb_wal::inspect::SDL_FILE_NAME))
+        .ok()?;
+    epochdb_wal::inspect::persisted_sdl(&data)
 }
 
 /// The policy for a file called `name`; `pepoch` is the record recovery
@@ -362,7 +431,14 @@ pub fn inspect_file(
     let format = FileFormat::detect(&data)
         .or_else(|| FileFormat::from_file_name(name))
         .ok_or_else(|| not_epochdb(path, &data))?;
-    let policy = tail_policy(name, sibling_pepoch(storage, path).as_ref());
+    let policy = match format {
+        FileFormat::WalLog | FileFormat::WalSdl => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let names = storage.list(dir).unwrap_or_default();
+            TailPolicy::Wal(wal_context(&names, wal_persisted_sdl(storage, dir), name))
+        }
+        _ => tail_policy(name, sibling_pepoch(storage, path).as_ref()),
+    };
     list_file(path, &data, format, policy, verbose, out).map_err(listing_failed)
 }
 
@@ -388,14 +464,15 @@ fn list_file(
 fn not_epochdb(path: &Path, data: &[u8]) -> DurabilityError {
     let head: Vec<String> = data.iter().take(4).map(|b| format!("{b:02x}")).collect();
     DurabilityError::Incompatible(format!(
-        "{}: not an epochdb file (starts with [{}], not eLOG, ePEP, eCAT, eCKP or eMET)",
+        "{}: not an epochdb file (starts with [{}], not eLOG, ePEP, eCAT, eCKP, eMET, eDIR, eCPR, ELWL or ELSD)",
         path.display(),
         head.join(" ")
     ))
 }
 
 /// Lists the epochdb files in directory `dir` to `out`, one line each
-/// (name, format, blocks, bytes, contents, damage), then a summary line.
+/// (name, format, blocks, bytes, contents, damage), then a summary line;
+/// a `wal` database's log subdirectory is listed with them.
 /// If `dir` holds the installed checkpoint's metadata, the checkpoint files
 /// it names in this directory must exist with the recorded lengths.
 ///
@@ -406,37 +483,64 @@ pub fn inspect_dir(
     dir: &Path,
     out: &mut dyn Write,
 ) -> Result<DirSummary, DurabilityError> {
-    let io = |e: epochdb_storage::StorageError| DurabilityError::from_storage(&e);
     let mut summary = DirSummary::default();
+    list_dir_files(storage, dir, "", &mut summary)?;
+    // A `wal` database keeps its central log in a subdirectory: list it
+    // with the rest, its files named `wal/…`.
+    if let Some(at) = summary.skipped.iter().position(|n| n == WAL_SUBDIR) {
+        let wal_dir = dir.join(WAL_SUBDIR);
+        if storage.list(&wal_dir).is_ok() {
+            summary.skipped.remove(at);
+            list_dir_files(storage, &wal_dir, "wal/", &mut summary)?;
+        }
+    }
+    check_checkpoint_files(storage, dir, &mut summary);
+    write_dir_listing(dir, &summary, out).map_err(listing_failed)?;
+    Ok(summary)
+}
+
+/// Adds the files of `dir` to `summary`, each named `prefix` + its name.
+fn list_dir_files(
+    storage: &dyn Storage,
+    dir: &Path,
+    prefix: &str,
+    summary: &mut DirSummary,
+) -> Result<(), DurabilityError> {
+    let io = |e: epochdb_storage::StorageError| DurabilityError::from_storage(&e);
     let names = storage.list(dir).map_err(io)?;
     let pepoch = if names.iter().any(|name| name == PEPOCH) {
         last_pepoch(&storage.read(&dir.join(PEPOCH)).map_err(io)?)
     } else {
         None
     };
-    for name in names {
-        let path = dir.join(&name);
-        let by_name = FileFormat::from_file_name(&name);
+    let wal_sdl = wal_persisted_sdl(storage, dir);
+    for name in &names {
+        let path = dir.join(name);
+        let by_name = FileFormat::from_file_name(name);
+        let listed = format!("{prefix}{name}");
         let data = match storage.read(&path) {
             Ok(data) => data,
             // Subdirectories and unreadable strangers are not ours.
             Err(_) if by_name.is_none() => {
-                summary.skipped.push(name);
+                summary.skipped.push(listed);
                 continue;
             }
             Err(error) => return Err(io(error)),
         };
         let Some(format) = FileFormat::detect(&data).or(by_name) else {
-            summary.skipped.push(name);
+            summary.skipped.push(listed);
             continue;
         };
-        let policy = tail_policy(&name, pepoch.as_ref());
+        let policy = match format {
+            FileFormat::WalLog | FileFormat::WalSdl => {
+                TailPolicy::Wal(wal_context(&names, wal_sdl, name))
+            }
+            _ => tail_policy(name, pepoch.as_ref()),
+        };
         let file = inspect_bytes(&data, format, policy, false, None).map_err(listing_failed)?;
-        summary.files.push((name, file));
+        summary.files.push((listed, file));
     }
-    check_checkpoint_files(storage, dir, &mut summary);
-    write_dir_listing(dir, &summary, out).map_err(listing_failed)?;
-    Ok(summary)
+    Ok(())
 }
 
 /// The installed checkpoint's files in directory 0 (the one holding its
@@ -524,6 +628,21 @@ fn inspect_bytes(
     verbose: bool,
     mut out: Option<&mut dyn Write>,
 ) -> Result<InspectSummary, fmt::Error> {
+    match (format, policy) {
+        (FileFormat::WalLog, TailPolicy::Wal(context)) => {
+            return inspect_wal_log(data, context, verbose, out)
+        }
+        (FileFormat::WalLog, _) => {
+            // No directory around it: the last file, nothing persisted.
+            let context = WalLogContext {
+                last: true,
+                ..WalLogContext::default()
+            };
+            return inspect_wal_log(data, context, verbose, out);
+        }
+        (FileFormat::WalSdl, _) => return inspect_wal_sdl(data, out),
+        _ => {}
+    }
     if let Some(out) = out.as_deref_mut() {
         writeln!(
             out,
@@ -649,8 +768,9 @@ fn judge(error: &FrameError, data: &[u8], policy: TailPolicy, header_seq: Option
         other => other.to_string(),
     };
     match policy {
-        TailPolicy::Appended if torn => tail,
-        TailPolicy::Appended => corrupt(reason),
+        // `wal` files never reach here (`inspect_bytes`).
+        TailPolicy::Appended | TailPolicy::Wal(_) if torn => tail,
+        TailPolicy::Appended | TailPolicy::Wal(_) => corrupt(reason),
         TailPolicy::CurrentLog {
             durable: Some((e_p, synced)),
         } => {
@@ -700,7 +820,7 @@ fn log_block_after(data: &[u8], from: usize, e_p: Option<u64>) -> Option<usize> 
 }
 
 /// A key in hex (its first `KEY_HEX_BYTES_MAX` bytes) and its length.
-fn key_hex(key: &[u8]) -> String {
+pub(crate) fn key_hex(key: &[u8]) -> String {
     if key.is_empty() {
         return "(empty)".into();
     }
@@ -716,12 +836,12 @@ fn key_hex(key: &[u8]) -> String {
 }
 
 /// `n` and the noun in the right number.
-fn count(n: u64, one: &str, many: &str) -> String {
+pub(crate) fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A TID as `0x…` with its epoch and sequence number.
-fn tid_text(raw: u64) -> String {
+pub(crate) fn tid_text(raw: u64) -> String {
     let tid = Tid::from_raw(raw);
     format!(
         "{raw:#018x} (epoch {}, seq {})",
@@ -786,6 +906,8 @@ impl Decoder {
             FileFormat::CheckpointMeta => &[KIND_META],
             FileFormat::Directory => &[KIND_DIR],
             FileFormat::CprMarker => &[KIND_CPR],
+            // Decoded by `wal/inspect.rs`, never by this decoder.
+            FileFormat::WalLog | FileFormat::WalSdl => &[],
         };
         if !expected_kinds.contains(&block.kind) {
             text.push_str("unknown kind");
@@ -805,6 +927,7 @@ impl Decoder {
             FileFormat::CheckpointMeta => self.meta_block(block.payload, text),
             FileFormat::Directory => self.directory_block(block.payload, text),
             FileFormat::CprMarker => self.cpr_marker_block(block.payload, text),
+            FileFormat::WalLog | FileFormat::WalSdl => Ok(()),
         };
         match result {
             Ok(()) => Ok(()),
@@ -1100,6 +1223,7 @@ impl Decoder {
             },
             FileFormat::CprMarker if self.cpr_marker => "cpr mode".into(),
             FileFormat::CprMarker => "empty".into(),
+            FileFormat::WalLog | FileFormat::WalSdl => String::new(),
         };
         (detail, self.entries, self.meta)
     }

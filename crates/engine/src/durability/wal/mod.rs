@@ -86,6 +86,7 @@
 
 mod checkpoint;
 mod format;
+pub(crate) mod inspect;
 mod recovery;
 
 use std::path::PathBuf;
