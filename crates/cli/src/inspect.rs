@@ -8,12 +8,15 @@
 
 use std::fmt::{self, Write as _};
 use std::io::{self, BufWriter, Write as IoWrite};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use epochdb_engine::durability::{inspect_dir, inspect_file};
 use epochdb_engine::DurabilityError;
+use epochdb_hybridlog::inspect::{self as store, StoreFile};
 use epochdb_storage::RealStorage;
+
+use crate::layout::{holders_inside, Holds};
 
 /// `inspect` flags.
 // The field docs are `--help` text, where `<e>` is a placeholder, not HTML.
@@ -36,7 +39,13 @@ pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
     let metadata = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let storage = RealStorage::new();
     let mut out = Stdout::new();
-    let corrupt = if metadata.is_dir() {
+    let store_file = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(StoreFile::of_name);
+    let corrupt = if metadata.is_dir() && Holds::of(path) == Holds::HybridLog {
+        inspect_store_dir(&storage, path, args.verbose, &mut out)?
+    } else if metadata.is_dir() {
         let summary = inspect_dir(&storage, path, &mut out).map_err(|e| out.error(e))?;
         if args.verbose {
             for (name, _) in &summary.files {
@@ -46,10 +55,21 @@ pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
                     .map_err(|e| out.error(e))?;
             }
         }
+        if summary.files.is_empty() {
+            let inside = holders_inside(path);
+            if !inside.is_empty() {
+                writeln!(out, "it holds {}: inspect that", inside.join(", "))
+                    .map_err(|_| out.error(listing_error()))?;
+            }
+        }
         match summary.corrupt() {
             0 => None,
             n => Some(format!("{n} corrupt (see the listing above)")),
         }
+    } else if store_file.is_some() {
+        let summary = store::inspect_file(&storage, path, args.verbose, &mut out)
+            .map_err(|e| out.error_text(e.to_string()))?;
+        summary.damage.filter(|d| d.refused).map(|d| d.to_string())
     } else {
         let summary =
             inspect_file(&storage, path, args.verbose, &mut out).map_err(|e| out.error(e))?;
@@ -63,6 +83,28 @@ pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
         Some(what) => Err(format!("{}: {what}", path.display())),
         None => Ok(()),
     }
+}
+
+/// Lists a HybridLog store's directory (and with `verbose` each file);
+/// the damage recovery refuses, if any.
+fn inspect_store_dir(
+    storage: &RealStorage,
+    path: &Path,
+    verbose: bool,
+    out: &mut Stdout,
+) -> Result<Option<String>, String> {
+    let files =
+        store::inspect_dir(storage, path, out).map_err(|e| out.error_text(e.to_string()))?;
+    if verbose {
+        for (name, _) in &files {
+            out.write_str("\n")
+                .map_err(|_| out.error(listing_error()))?;
+            store::inspect_file(storage, &path.join(name), true, out)
+                .map_err(|e| out.error_text(e.to_string()))?;
+        }
+    }
+    let corrupt = files.iter().filter(|(_, f)| f.is_corrupt()).count();
+    Ok((corrupt > 0).then(|| format!("{corrupt} corrupt (see the listing above)")))
 }
 
 fn listing_error() -> DurabilityError {
@@ -89,6 +131,14 @@ impl Stdout {
         match self.failure.take() {
             Some(io) => format!("writing the listing: {io}"),
             None => error.to_string(),
+        }
+    }
+
+    /// The message for an error given as text: as [`Stdout::error`].
+    fn error_text(&mut self, error: String) -> String {
+        match self.failure.take() {
+            Some(io) => format!("writing the listing: {io}"),
+            None => error,
         }
     }
 

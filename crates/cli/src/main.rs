@@ -9,6 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod crashtest;
 mod inspect;
+mod layout;
 mod prefault;
 mod recover;
 mod serve;

@@ -7,22 +7,14 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use epochdb_engine::durability::{RecoveryReport, SilorOptions, WalOptions};
 use epochdb_engine::{Config, Database, DurabilityKind, PointIndexes};
 use serde::Serialize;
 
-/// The file every `log`/`silor`/`cpr` database has in its first directory
-/// from its first open on (the table catalog, `files.rs`).
-const CATALOG: &str = "catalog";
-/// The subdirectory that holds a `wal` database's central log.
-const WAL_SUBDIR: &str = "wal";
-/// The marker file of a `cpr` database.
-const CPR_MARKER: &str = "cpr";
-/// The installed checkpoint's metadata (`silor`, and `log` never has one).
-const CHECKPOINT_META: &str = "checkpoint";
+use crate::layout::{no_database, Holds};
 
 /// `recover` flags.
 #[derive(Debug, Args)]
@@ -152,49 +144,6 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
         .map_err(|e| format!("writing the report: {e}"))
 }
 
-/// What a directory holds, judged by its files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Holds {
-    /// A `wal` database (its central log in `wal/`).
-    Wal,
-    /// A `cpr` database (its marker file).
-    Cpr,
-    /// A `log` or `silor` database: one format, and `silor` once a
-    /// checkpoint was installed.
-    LogOrSilor { checkpointed: bool },
-    /// No epochdb database.
-    Nothing,
-}
-
-impl Holds {
-    fn of(dir: &Path) -> Holds {
-        if dir.join(WAL_SUBDIR).is_dir() {
-            Holds::Wal
-        } else if dir.join(CPR_MARKER).is_file() {
-            Holds::Cpr
-        } else if dir.join(CATALOG).is_file() {
-            Holds::LogOrSilor {
-                checkpointed: dir.join(CHECKPOINT_META).is_file(),
-            }
-        } else {
-            Holds::Nothing
-        }
-    }
-
-    /// The mode that opens it as it was written (`None`: nothing to open).
-    fn mode(self) -> Option<DurabilityKind> {
-        match self {
-            Holds::Wal => Some(DurabilityKind::Wal),
-            Holds::Cpr => Some(DurabilityKind::Cpr),
-            Holds::LogOrSilor { checkpointed: true } => Some(DurabilityKind::Silor),
-            Holds::LogOrSilor {
-                checkpointed: false,
-            } => Some(DurabilityKind::Log),
-            Holds::Nothing => None,
-        }
-    }
-}
-
 /// Checks that the first directory holds a database and the others exist,
 /// and returns the mode to open it with: `requested`, or the one it was
 /// written with. Opening a missing directory would create an empty database
@@ -206,8 +155,16 @@ fn check_dirs(
     requested: Option<DurabilityKind>,
 ) -> Result<DurabilityKind, String> {
     let first = &dirs[0];
-    let Some(written) = Holds::of(first).mode() else {
-        return Err(no_database(first));
+    let holds = Holds::of(first);
+    let Some(written) = holds.mode() else {
+        return Err(match holds {
+            Holds::HybridLog => format!(
+                "{} holds a hybridlog store, not an engine database: the store recovers \
+                 when it opens (`epochdb inspect` lists its files)",
+                first.display()
+            ),
+            _ => no_database(first),
+        });
     };
     for dir in &dirs[1..] {
         if !dir.is_dir() {
@@ -218,41 +175,6 @@ fn check_dirs(
         }
     }
     Ok(requested.unwrap_or(written))
-}
-
-/// Why `dir` cannot be recovered, with a hint where it holds databases one
-/// level down (as `epochdb bench --dir` and `crashtest` lay them out).
-fn no_database(dir: &Path) -> String {
-    if !dir.exists() {
-        return format!(
-            "no epochdb database at {} (it does not exist)",
-            dir.display()
-        );
-    }
-    if !dir.is_dir() {
-        return format!("no epochdb database at {} (not a directory)", dir.display());
-    }
-    let mut inside: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| entry.path())
-        .filter(|path| Holds::of(path) != Holds::Nothing)
-        .map(|path| path.display().to_string())
-        .collect();
-    inside.sort();
-    if inside.is_empty() {
-        format!(
-            "no epochdb database at {} (no {CATALOG} file and no {WAL_SUBDIR} directory)",
-            dir.display()
-        )
-    } else {
-        format!(
-            "no epochdb database at {}, but it holds {}: pass that to --dir",
-            dir.display(),
-            inside.join(", ")
-        )
-    }
 }
 
 fn dirs(dirs: &[PathBuf]) -> String {

@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
 use std::time::Duration;
 
 use epochdb_engine::durability::SilorOptions;
@@ -453,4 +454,69 @@ fn recover_names_the_databases_one_level_down() {
     assert!(!result.status.success());
     let (_, err) = text(&result);
     assert!(err.contains("written by the log or silor mode"), "{err}");
+}
+
+/// A HybridLog store with a fold-over checkpoint, closed cleanly.
+fn write_store(dir: &Path) {
+    use epochdb_hybridlog::{AddU64, CheckpointKind, Config as StoreConfig, RealStorage, Store};
+    let config = StoreConfig {
+        index_buckets: 1 << 10,
+        page_bits: 12,
+        memory_bytes: 16 << 20,
+        ..StoreConfig::default()
+    };
+    let store = Store::open(Arc::new(RealStorage::new()), dir, config, AddU64).unwrap();
+    let mut session = store.start_session().unwrap();
+    for key in 0..2_000u64 {
+        session.rmw(&key.to_le_bytes(), key).unwrap();
+    }
+    session.complete_pending(true).unwrap();
+    drop(session);
+    store
+        .checkpoint_with(true, CheckpointKind::FoldOver)
+        .unwrap();
+}
+
+#[test]
+fn inspect_lists_a_hybridlog_store_and_its_damage() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("hybridlog");
+    write_store(&dir);
+    let result = epochdb(&["inspect", arg(&dir)]);
+    let (out, err) = text(&result);
+    assert!(result.status.success(), "{out}{err}");
+    assert!(out.contains("hybridlog store"), "{out}");
+    assert!(out.contains("hybridlog index checkpoint"), "{out}");
+    assert!(out.contains("checksummed pieces verified"), "{out}");
+
+    // Given the folder above it, both commands name the store.
+    let result = epochdb(&["inspect", arg(parent.path())]);
+    assert!(text(&result)
+        .0
+        .contains(&format!("it holds {}", dir.display())));
+    let result = epochdb(&["recover", "--dir", arg(&dir)]);
+    assert!(!result.status.success());
+    assert!(text(&result).1.contains("holds a hybridlog store"));
+
+    let index = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("index-")
+        })
+        .expect("an index checkpoint");
+    flip_byte(&index, 5_000);
+    let result = epochdb(&["inspect", arg(&dir)]);
+    let (out, err) = text(&result);
+    assert!(!result.status.success(), "{out}");
+    assert!(out.contains("CORRUPT at offset"), "{out}");
+    assert!(err.contains("1 corrupt"), "{err}");
+    let result = epochdb(&["inspect", "--verbose", arg(&index)]);
+    assert!(!result.status.success());
+    assert!(text(&result).0.contains("header: 1024 buckets"));
 }

@@ -313,7 +313,8 @@ pub fn images() -> &'static [Image] {
     IMAGES_LOADED.get_or_init(|| IMAGES.iter().map(|name| image::load(name)).collect())
 }
 
-/// The fuzz target: damages an image as `data` says and recovers it; if
+/// The fuzz target: damages an image as `data` says, lists it as `epochdb
+/// inspect` would and recovers it; if
 /// recovery succeeds, reads every key, continues the sessions it names,
 /// writes a little and takes a checkpoint. Errors are fine; a panic or a
 /// hang is the bug.
@@ -321,8 +322,21 @@ pub fn recover_damaged(data: &[u8]) {
     let damage = Damage::from_bytes(data);
     let images = images();
     let image = damage.apply(&images[usize::from(damage.image) % images.len()]);
+    inspect(&image);
     let Ok(store) = open(&image) else { return };
     let _ = exercise(&store);
+}
+
+/// `epochdb inspect` over the damaged store and each of its files
+/// (verbose): its decoders are separate from recovery's.
+fn inspect(image: &Image) {
+    let Ok(disk) = image.restore() else { return };
+    let mut out = String::new();
+    let _ = epochdb_hybridlog::inspect::inspect_dir(&disk, Path::new(DIR), &mut out);
+    for file in &image.files {
+        out.clear();
+        let _ = epochdb_hybridlog::inspect::inspect_file(&disk, &file.path, true, &mut out);
+    }
 }
 
 fn exercise(store: &Store<AddU64>) -> epochdb_hybridlog::Result<()> {

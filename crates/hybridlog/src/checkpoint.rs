@@ -48,7 +48,7 @@ const META_MAGIC: u32 = 0x4d43_4c48;
 /// Magic of index checkpoint files ("HLIX").
 pub(crate) const INDEX_MAGIC: u32 = 0x5849_4c48;
 /// Magic of snapshot files ("HLSN").
-const SNAP_MAGIC: u32 = 0x4e53_4c48;
+pub(crate) const SNAP_MAGIC: u32 = 0x4e53_4c48;
 /// Format version of index and snapshot files, and of metadata written
 /// before snapshots existed.
 pub(crate) const FORMAT_VERSION: u16 = 1;
@@ -63,8 +63,8 @@ const META_VERSION_SUMS: u16 = 3;
 /// the variable layout). Logs of versions 1–3 are of the variable layout.
 const META_VERSION: u16 = 4;
 const KIND_META: u16 = 1;
-const KIND_SNAP_HEADER: u16 = 4;
-const KIND_SNAP_PIECE: u16 = 5;
+pub(crate) const KIND_SNAP_HEADER: u16 = 4;
+pub(crate) const KIND_SNAP_PIECE: u16 = 5;
 /// Largest piece of a snapshot (one framed block): a page, or 8 MiB of a
 /// larger page.
 pub(crate) const PIECE_BYTES_MAX: u64 = 8 << 20;
@@ -203,6 +203,12 @@ pub(crate) fn index_name(id: u64) -> String {
     format!("index-{id:016x}.dat")
 }
 
+/// The id an index checkpoint file name stands for.
+pub(crate) fn parse_index_name(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix("index-")?.strip_suffix(".dat")?;
+    u64::from_str_radix(hex, 16).ok()
+}
+
 /// The version a metadata file name stands for.
 pub(crate) fn parse_meta_name(name: &str) -> Option<u32> {
     let hex = name.strip_prefix("cpr-")?.strip_suffix(".meta")?;
@@ -260,7 +266,7 @@ impl Metadata {
         out
     }
 
-    fn decode(path: &Path, data: &[u8]) -> Result<Self> {
+    pub(crate) fn decode(path: &Path, data: &[u8]) -> Result<Self> {
         let corrupt = |offset: u64, reason: String| Error::Corrupted {
             file: path.to_path_buf(),
             offset,

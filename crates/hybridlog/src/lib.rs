@@ -53,6 +53,7 @@ mod error;
 mod functions;
 mod index;
 mod index_load;
+pub mod inspect;
 mod io;
 mod log;
 mod record;

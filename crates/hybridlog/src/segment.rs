@@ -32,7 +32,7 @@ pub(crate) fn segment_name(n: u64) -> String {
     format!("log-{n:08x}.seg")
 }
 
-fn parse_segment_name(name: &str) -> Option<u64> {
+pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     u64::from_str_radix(name.strip_prefix("log-")?.strip_suffix(".seg")?, 16).ok()
 }
 

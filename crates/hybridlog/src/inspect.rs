@@ -1,0 +1,639 @@
+//! The store's files one at a time, in human-readable form, for `epochdb
+//! inspect` (DESIGN.md: "`epochdb inspect` prints any file"): checkpoint
+//! metadata, index checkpoints, snapshots, the log's checksums and the log
+//! itself, each decoded with the checks recovery makes (`checkpoint.rs`,
+//! `sums.rs`), so what a listing calls intact is what recovery reads.
+//!
+//! Every file but `log.sums` is synced before it gets its name, so any
+//! damage in it is corruption. `log.sums` is appended to while the store
+//! runs: a bad last block is the torn tail of claims that were not synced.
+//! The log has no framing of its own; it is checked against `log.sums`
+//! (every piece at or above the newest checkpoint's `begin`), which is
+//! what recovery does for the range it replays.
+
+use std::fmt::{self, Write};
+use std::path::Path;
+
+use epochdb_storage::{blocks, Storage};
+
+use crate::checkpoint::{
+    self, Metadata, FORMAT_VERSION, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_WORDS,
+    KIND_SNAP_HEADER, KIND_SNAP_PIECE, SNAP_MAGIC,
+};
+use crate::error::{Error, Result};
+use crate::record::RecordLayout;
+use crate::segment;
+use crate::sums;
+
+/// The kinds of file a store's directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreFile {
+    /// `cpr-<version>.meta`: a checkpoint's metadata, written last.
+    Metadata,
+    /// `index-<id>.dat`: a fuzzy index checkpoint (§6.3).
+    Index,
+    /// `snap-<version>.dat`: a snapshot checkpoint's log pages (Appendix C).
+    Snapshot,
+    /// `log.sums`: the CRC32C of every range of the log written.
+    Sums,
+    /// `log.dat` or `log-<n>.seg`: the HybridLog's pages on disk.
+    Log,
+    /// `index.spare`, `snap.spare`: a retired checkpoint file kept to be
+    /// written over by the next one (no checkpoint's data).
+    Spare,
+}
+
+impl StoreFile {
+    /// The kind a file called `name` is, by the store's naming.
+    pub fn of_name(name: &str) -> Option<StoreFile> {
+        if checkpoint::parse_meta_name(name).is_some() {
+            Some(StoreFile::Metadata)
+        } else if checkpoint::parse_index_name(name).is_some() {
+            Some(StoreFile::Index)
+        } else if checkpoint::parse_snap_name(name).is_some() {
+            Some(StoreFile::Snapshot)
+        } else if name == sums::SUMS_NAME {
+            Some(StoreFile::Sums)
+        } else if name == segment::LOG_NAME || segment::parse_segment_name(name).is_some() {
+            Some(StoreFile::Log)
+        } else if name == checkpoint::SPARE_INDEX_NAME || name == checkpoint::SPARE_SNAPSHOT_NAME {
+            Some(StoreFile::Spare)
+        } else {
+            None
+        }
+    }
+
+    /// A short human name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreFile::Metadata => "hybridlog checkpoint metadata",
+            StoreFile::Index => "hybridlog index checkpoint",
+            StoreFile::Snapshot => "hybridlog snapshot",
+            StoreFile::Sums => "hybridlog log checksums",
+            StoreFile::Log => "hybridlog log",
+            StoreFile::Spare => "hybridlog spare",
+        }
+    }
+}
+
+impl fmt::Display for StoreFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether a directory holding `names` is a HybridLog store's.
+pub fn is_store_dir(names: &[String]) -> bool {
+    names
+        .iter()
+        .any(|name| StoreFile::of_name(name).is_some_and(|kind| kind != StoreFile::Spare))
+}
+
+/// Damage found in a file: where, why, and whether recovery refuses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDamage {
+    /// Byte offset of the damage.
+    pub offset: u64,
+    /// What is wrong.
+    pub reason: String,
+    /// `false` for the torn tail of `log.sums`, which recovery tolerates.
+    pub refused: bool,
+}
+
+impl fmt::Display for FileDamage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.refused {
+            write!(f, "CORRUPT at offset {}: {}", self.offset, self.reason)
+        } else {
+            write!(f, "torn tail at offset {}: {}", self.offset, self.reason)
+        }
+    }
+}
+
+/// What inspecting one file found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSummary {
+    /// The file's kind.
+    pub kind: StoreFile,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// A one-line description of its contents.
+    pub detail: String,
+    /// The first damage, if any.
+    pub damage: Option<FileDamage>,
+}
+
+impl FileSummary {
+    /// Whether the file has damage recovery refuses.
+    pub fn is_corrupt(&self) -> bool {
+        self.damage.as_ref().is_some_and(|d| d.refused)
+    }
+}
+
+/// Prints the store file `path` to `out`: a header line, its contents
+/// (with `verbose`, every session, snapshot piece and checksum claim), and
+/// a summary line. Damage is part of the returned summary, not an error.
+///
+/// Errors: the name is not one of the store's files, or it cannot be read.
+pub fn inspect_file(
+    storage: &dyn Storage,
+    path: &Path,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> Result<FileSummary> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let kind = StoreFile::of_name(name).ok_or_else(|| Error::Corrupted {
+        file: path.to_path_buf(),
+        offset: 0,
+        reason: "not a file of a hybridlog store (by its name)".into(),
+    })?;
+    let data = storage.read(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let listed = (|| {
+        writeln!(out, "{}: {kind} file, {} bytes", path.display(), data.len())?;
+        let summary = match kind {
+            StoreFile::Metadata => metadata(path, &data, verbose, out)?,
+            StoreFile::Index => index(&data, out)?,
+            StoreFile::Snapshot => snapshot(&data, verbose, out)?,
+            StoreFile::Sums => claims(&data, verbose, out)?,
+            StoreFile::Log => log(storage, dir, name, &data, out)?,
+            StoreFile::Spare => FileSummary {
+                kind,
+                bytes: data.len() as u64,
+                detail: "space kept for the next checkpoint file; no checkpoint's data".into(),
+                damage: None,
+            },
+        };
+        let verdict = match &summary.damage {
+            Some(damage) => damage.to_string(),
+            None => "intact".into(),
+        };
+        writeln!(out, "summary: {}; {verdict}", summary.detail)?;
+        Ok::<_, fmt::Error>(summary)
+    })();
+    listed.map_err(|_| Error::Corrupted {
+        file: path.to_path_buf(),
+        offset: 0,
+        reason: "writing the listing failed".into(),
+    })
+}
+
+fn corrupt(offset: u64, reason: impl Into<String>) -> Option<FileDamage> {
+    Some(FileDamage {
+        offset,
+        reason: reason.into(),
+        refused: true,
+    })
+}
+
+fn metadata(
+    path: &Path,
+    data: &[u8],
+    verbose: bool,
+    out: &mut dyn Write,
+) -> std::result::Result<FileSummary, fmt::Error> {
+    let summary = |detail: String, damage| FileSummary {
+        kind: StoreFile::Metadata,
+        bytes: data.len() as u64,
+        detail,
+        damage,
+    };
+    let meta = match Metadata::decode(path, data) {
+        Ok(meta) => meta,
+        Err(Error::Corrupted { offset, reason, .. }) => {
+            return Ok(summary("unreadable".into(), corrupt(offset, reason)))
+        }
+        Err(other) => return Ok(summary("unreadable".into(), corrupt(0, other.to_string()))),
+    };
+    writeln!(
+        out,
+        "checkpoint v{} ({:?}): L_s {}, L_e {}, begin {}",
+        meta.version, meta.kind, meta.l_s, meta.l_e, meta.begin
+    )?;
+    writeln!(
+        out,
+        "index checkpoint {:016x}: L_h {}, L_i {}",
+        meta.index_id, meta.l_h, meta.l_i
+    )?;
+    let layout = match meta.layout {
+        RecordLayout::Variable => "variable".to_string(),
+        RecordLayout::Fixed {
+            key_bytes,
+            value_bytes,
+        } => format!("fixed, {key_bytes}-byte keys, {value_bytes}-byte values"),
+    };
+    let segments = match meta.segment_bits {
+        0 => "one file (log.dat)".to_string(),
+        bits => format!("segments of {} MiB", (1u64 << bits) >> 20),
+    };
+    writeln!(
+        out,
+        "log: pages of {} KiB, {segments}, record layout {layout}, checksums {}",
+        (1u64 << meta.page_bits) >> 10,
+        if meta.log_sums {
+            "in log.sums"
+        } else {
+            "none (older format)"
+        }
+    )?;
+    writeln!(
+        out,
+        "sessions: {} (next id {})",
+        meta.sessions.len(),
+        meta.next_session_id
+    )?;
+    if verbose {
+        for (id, serial) in &meta.sessions {
+            writeln!(out, "    session {id}: serial {serial}")?;
+        }
+    }
+    if let Some(map) = &meta.snapshot {
+        writeln!(
+            out,
+            "snapshot: [{}, {}) in {} pieces",
+            map.start,
+            meta.l_e,
+            map.pieces.len()
+        )?;
+        if verbose {
+            for piece in &map.pieces {
+                writeln!(
+                    out,
+                    "    [{}, {}): {} at offset {}",
+                    piece.address,
+                    piece.address + piece.bytes,
+                    checkpoint::snap_name(piece.file),
+                    piece.offset
+                )?;
+            }
+        }
+    }
+    Ok(summary(
+        format!(
+            "checkpoint v{}, {:?}, L_e {}, {} sessions",
+            meta.version,
+            meta.kind,
+            meta.l_e,
+            meta.sessions.len()
+        ),
+        None,
+    ))
+}
+
+fn index(data: &[u8], out: &mut dyn Write) -> std::result::Result<FileSummary, fmt::Error> {
+    let mut header: Option<(u64, u64)> = None;
+    let mut words = 0u64;
+    let mut used = 0u64;
+    let mut damage = None;
+    for item in blocks(data, INDEX_MAGIC) {
+        let (offset, block) = match item {
+            Ok(found) => found,
+            Err(error) => {
+                damage = corrupt(frame_offset(&error), error.to_string());
+                break;
+            }
+        };
+        let offset = offset as u64;
+        if block.version != FORMAT_VERSION {
+            damage = corrupt(offset, format!("format version {}", block.version));
+            break;
+        }
+        match (block.kind, header) {
+            (KIND_INDEX_HEADER, None) if block.payload.len() == 16 => {
+                let b = u64::from_le_bytes(block.payload[..8].try_into().expect("8"));
+                let o = u64::from_le_bytes(block.payload[8..].try_into().expect("8"));
+                writeln!(
+                    out,
+                    "{offset:>10}  header: {b} buckets, {o} overflow buckets"
+                )?;
+                header = Some((b, o));
+            }
+            (KIND_INDEX_WORDS, Some((b, o)))
+                if block.payload.len().is_multiple_of(64)
+                    && words + block.payload.len() as u64 / 8
+                        <= b.saturating_add(o).saturating_mul(8) =>
+            {
+                for bucket in block.payload.chunks_exact(64) {
+                    // Seven entries, then the overflow pointer.
+                    used += bucket[..56]
+                        .chunks_exact(8)
+                        .filter(|word| word.iter().any(|&b| b != 0))
+                        .count() as u64;
+                }
+                words += block.payload.len() as u64 / 8;
+            }
+            (kind, _) => {
+                damage = corrupt(
+                    offset,
+                    format!(
+                        "block of kind {kind} does not belong here ({} bytes)",
+                        block.payload.len()
+                    ),
+                );
+                break;
+            }
+        }
+    }
+    let detail = match header {
+        Some((b, o)) => {
+            let total = b.saturating_add(o).saturating_mul(8);
+            if damage.is_none() && words != total {
+                damage = corrupt(
+                    data.len() as u64,
+                    format!("the index has {words} of its {total} words"),
+                );
+            }
+            format!("{b} buckets, {o} overflow, {used} entries in use")
+        }
+        None => {
+            if damage.is_none() {
+                damage = corrupt(0, "no header block");
+            }
+            "no header".into()
+        }
+    };
+    writeln!(out, "words: {words} ({} MiB)", (words * 8) >> 20)?;
+    Ok(FileSummary {
+        kind: StoreFile::Index,
+        bytes: data.len() as u64,
+        detail,
+        damage,
+    })
+}
+
+fn snapshot(
+    data: &[u8],
+    verbose: bool,
+    out: &mut dyn Write,
+) -> std::result::Result<FileSummary, fmt::Error> {
+    let mut header: Option<(u64, u64)> = None;
+    let mut pieces = 0u64;
+    let mut log_bytes = 0u64;
+    let mut damage = None;
+    for item in blocks(data, SNAP_MAGIC) {
+        let (offset, block) = match item {
+            Ok(found) => found,
+            Err(error) => {
+                damage = corrupt(frame_offset(&error), error.to_string());
+                break;
+            }
+        };
+        let offset = offset as u64;
+        let word = |i: usize| {
+            block
+                .payload
+                .get(8 * i..8 * i + 8)
+                .map(|w| u64::from_le_bytes(w.try_into().expect("8")))
+        };
+        match (block.kind, header) {
+            (KIND_SNAP_HEADER, None) if block.version == FORMAT_VERSION => {
+                let (Some(version), Some(page_bits), Some(start), Some(end)) =
+                    (word(0), word(1), word(2), word(3))
+                else {
+                    damage = corrupt(offset, "short header");
+                    break;
+                };
+                writeln!(
+                    out,
+                    "{offset:>10}  header: version {version}, pages of {} KiB, log [{start}, {end})",
+                    (1u64 << page_bits.min(40)) >> 10
+                )?;
+                header = Some((start, end));
+            }
+            (KIND_SNAP_PIECE, Some((start, end))) if block.version == FORMAT_VERSION => {
+                let Some(address) = word(0) else {
+                    damage = corrupt(offset, "piece without an address");
+                    break;
+                };
+                let bytes = block.payload.len() as u64 - 8;
+                let piece_end = address.saturating_add(bytes);
+                if address < start || piece_end > end {
+                    damage = corrupt(
+                        offset,
+                        format!("piece [{address}, {piece_end}) outside [{start}, {end})"),
+                    );
+                    break;
+                }
+                if verbose {
+                    writeln!(
+                        out,
+                        "{offset:>10}  piece [{address}, {piece_end}), {bytes} bytes"
+                    )?;
+                }
+                pieces += 1;
+                log_bytes += bytes;
+            }
+            (kind, _) => {
+                damage = corrupt(
+                    offset,
+                    format!(
+                        "block of kind {kind} version {} does not belong here",
+                        block.version
+                    ),
+                );
+                break;
+            }
+        }
+    }
+    if header.is_none() && damage.is_none() {
+        damage = corrupt(0, "no header block");
+    }
+    Ok(FileSummary {
+        kind: StoreFile::Snapshot,
+        bytes: data.len() as u64,
+        detail: format!("{pieces} pieces, {log_bytes} bytes of log"),
+        damage,
+    })
+}
+
+fn claims(
+    data: &[u8],
+    verbose: bool,
+    out: &mut dyn Write,
+) -> std::result::Result<FileSummary, fmt::Error> {
+    let read = sums::decode(data);
+    let (pieces, covered, marks) = read.claims.totals();
+    if verbose {
+        for check in read.claims.checks(0, u64::MAX) {
+            writeln!(
+                out,
+                "    [{}, {}): crc32c {:#010x}{}",
+                check.piece.from,
+                check.piece.to,
+                check.piece.crc,
+                if check.marks.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} records marked invalid since", check.marks.len())
+                }
+            )?;
+        }
+    }
+    // Appended while running: a bad last block is the unsynced tail.
+    let damage = read.damage.map(|(offset, reason)| FileDamage {
+        offset,
+        reason,
+        refused: false,
+    });
+    Ok(FileSummary {
+        kind: StoreFile::Sums,
+        bytes: data.len() as u64,
+        detail: format!("{pieces} pieces covering {covered} bytes of log, {marks} marks"),
+        damage,
+    })
+}
+
+/// Checks a log file against `log.sums`: every piece at or above the
+/// newest checkpoint's `begin` that lies in this file.
+fn log(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    data: &[u8],
+    out: &mut dyn Write,
+) -> std::result::Result<FileSummary, fmt::Error> {
+    let summary = |detail: String, damage| FileSummary {
+        kind: StoreFile::Log,
+        bytes: data.len() as u64,
+        detail,
+        damage,
+    };
+    let newest = newest_metadata(storage, dir);
+    let (segment_bits, begin) = newest
+        .as_ref()
+        .map_or((0, 0), |meta| (meta.segment_bits, meta.begin));
+    let first = match segment::parse_segment_name(name) {
+        Some(n) if segment_bits > 0 => match n.checked_mul(1u64 << segment_bits) {
+            Some(first) => first,
+            None => {
+                return Ok(summary(
+                    "a segment past the log's address space".into(),
+                    None,
+                ))
+            }
+        },
+        Some(_) => {
+            return Ok(summary(
+                "a segment, but no checkpoint says how large segments are".into(),
+                None,
+            ))
+        }
+        None => 0,
+    };
+    let end = first.saturating_add(data.len() as u64);
+    let Ok(sums_data) = storage.read(&dir.join(sums::SUMS_NAME)) else {
+        return Ok(summary(
+            format!("log [{first}, {end}), no log.sums to check it against"),
+            None,
+        ));
+    };
+    let read = sums::decode(&sums_data);
+    let mut checked = 0u64;
+    let mut bytes = 0u64;
+    let mut damage = None;
+    for check in read.claims.checks(first.max(begin), end) {
+        let (from, to) = (check.piece.from, check.piece.to);
+        if from < first.max(begin) || to > end {
+            continue;
+        }
+        let slice = &data[(from - first) as usize..(to - first) as usize];
+        if !check.matches(slice) {
+            damage = corrupt(
+                from - first,
+                format!("log [{from}, {to}) does not match its CRC32C in log.sums"),
+            );
+            break;
+        }
+        checked += 1;
+        bytes += to - from;
+    }
+    writeln!(
+        out,
+        "log [{first}, {end}); checked from {}: {checked} pieces, {bytes} bytes",
+        first.max(begin)
+    )?;
+    Ok(summary(
+        format!("log [{first}, {end}), {checked} checksummed pieces verified"),
+        damage,
+    ))
+}
+
+/// The newest checkpoint metadata in `dir` that decodes, if any.
+fn newest_metadata(storage: &dyn Storage, dir: &Path) -> Option<Metadata> {
+    let mut versions: Vec<u32> = storage
+        .list(dir)
+        .ok()?
+        .iter()
+        .filter_map(|n| checkpoint::parse_meta_name(n))
+        .collect();
+    versions.sort_unstable();
+    versions
+        .into_iter()
+        .rev()
+        .find_map(|v| checkpoint::read_metadata(storage, &dir.join(checkpoint::meta_name(v))).ok())
+}
+
+fn frame_offset(error: &epochdb_storage::FrameError) -> u64 {
+    match error {
+        epochdb_storage::FrameError::TornTail { offset }
+        | epochdb_storage::FrameError::Corrupt { offset, .. } => *offset as u64,
+        _ => 0,
+    }
+}
+
+/// Lists every store file of `dir` to `out`, one line each (name, kind,
+/// bytes, contents, damage), then a summary line. Returns each file's
+/// summary.
+pub fn inspect_dir(
+    storage: &dyn Storage,
+    dir: &Path,
+    out: &mut dyn Write,
+) -> Result<Vec<(String, FileSummary)>> {
+    let mut names = storage.list(dir)?;
+    names.sort();
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    for name in names {
+        if StoreFile::of_name(&name).is_none() {
+            skipped.push(name);
+            continue;
+        }
+        let mut sink = String::new();
+        let summary = inspect_file(storage, &dir.join(&name), false, &mut sink)?;
+        files.push((name, summary));
+    }
+    let listed = (|| {
+        writeln!(
+            out,
+            "{}: hybridlog store, {} files",
+            dir.display(),
+            files.len()
+        )?;
+        let width = files.iter().map(|(n, _)| n.len()).max().unwrap_or(4);
+        for (name, file) in &files {
+            let verdict = match &file.damage {
+                Some(damage) => damage.to_string(),
+                None => "intact".into(),
+            };
+            writeln!(
+                out,
+                "{name:<width$}  {:<30} {:>12} bytes  {}  {verdict}",
+                file.kind.name(),
+                file.bytes,
+                file.detail
+            )?;
+        }
+        for name in &skipped {
+            writeln!(out, "{name:<width$}  (not a store file, skipped)")?;
+        }
+        let corrupt = files.iter().filter(|(_, f)| f.is_corrupt()).count();
+        writeln!(out, "summary: {} files, {corrupt} corrupt", files.len())
+    })();
+    listed.map_err(|_| Error::Corrupted {
+        file: dir.to_path_buf(),
+        offset: 0,
+        reason: "writing the listing failed".into(),
+    })?;
+    Ok(files)
+}
