@@ -1,7 +1,8 @@
 //! `epochdb inspect PATH`: any file of the `log`, `silor`, `cpr` and `wal`
-//! modes in human-readable form, or a one-line summary of each file in a
-//! directory, a `wal` database's log subdirectory included (DESIGN.md,
-//! "The `epochdb` command"). The decoding lives in the engine
+//! modes, of a HybridLog store or of the FC checkpoint library in
+//! human-readable form, or a one-line summary of each file in a directory,
+//! a `wal` database's log subdirectory included (DESIGN.md, "The `epochdb`
+//! command"). The decoding lives in the engine
 //! (`epochdb_engine::durability::inspect_file`), beside the parsers
 //! recovery uses; this module picks the file or directory form and turns
 //! damage into the exit status.
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use epochdb_engine::durability::{inspect_dir, inspect_file};
 use epochdb_engine::DurabilityError;
+use epochdb_fcc::inspect::{self as fcc, FccFile};
 use epochdb_hybridlog::inspect::{self as store, StoreFile};
 use epochdb_storage::RealStorage;
 
@@ -43,8 +45,14 @@ pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
         .file_name()
         .and_then(|n| n.to_str())
         .and_then(StoreFile::of_name);
+    let fcc_file = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(FccFile::of_name);
     let corrupt = if metadata.is_dir() && Holds::of(path) == Holds::HybridLog {
         inspect_store_dir(&storage, path, args.verbose, &mut out)?
+    } else if metadata.is_dir() && Holds::of(path) == Holds::Fcc {
+        inspect_fcc_dir(path, args.verbose, &mut out)?
     } else if metadata.is_dir() {
         let summary = inspect_dir(&storage, path, &mut out).map_err(|e| out.error(e))?;
         if args.verbose {
@@ -56,7 +64,7 @@ pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
             }
         }
         if summary.files.is_empty() {
-            let inside = holders_inside(path);
+            let inside = holders_inside(path, false);
             if !inside.is_empty() {
                 writeln!(out, "it holds {}: inspect that", inside.join(", "))
                     .map_err(|_| out.error(listing_error()))?;
@@ -66,6 +74,18 @@ pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
             0 => None,
             n => Some(format!("{n} corrupt (see the listing above)")),
         }
+    } else if fcc_file.is_some() {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = path.display().to_string();
+        let summary = fcc::inspect_bytes(&name, &bytes, args.verbose, &mut out)
+            .map_err(|_| out.error(listing_error()))?
+            .expect("named as an fcc file");
+        // A checkpoint slot that does not verify is damage (recovery
+        // falls back to the other slot); a log segment's early end is
+        // what a crash leaves.
+        (summary.kind == FccFile::Checkpoint)
+            .then_some(summary.unused)
+            .flatten()
     } else if store_file.is_some() {
         let summary = store::inspect_file(&storage, path, args.verbose, &mut out)
             .map_err(|e| out.error_text(e.to_string()))?;
@@ -83,6 +103,41 @@ pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
         Some(what) => Err(format!("{}: {what}", path.display())),
         None => Ok(()),
     }
+}
+
+/// Lists the FC checkpoint library's files in `path` (and with `verbose`
+/// each file); an error when no checkpoint slot verifies (recovery then
+/// fails).
+fn inspect_fcc_dir(path: &Path, verbose: bool, out: &mut Stdout) -> Result<Option<String>, String> {
+    let mut names = crate::layout::names(path);
+    names.sort();
+    writeln!(out, "{}: fcc files", path.display()).map_err(|_| out.error(listing_error()))?;
+    let mut usable = 0;
+    for name in names {
+        let file = path.join(&name);
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        let mut listing = String::new();
+        let Ok(Some(summary)) = fcc::inspect_bytes(&name, &bytes, verbose, &mut listing) else {
+            continue;
+        };
+        usable += usize::from(summary.checkpoint.is_some());
+        let verdict = summary.unused.clone().unwrap_or_else(|| "intact".into());
+        let text = if verbose {
+            format!("\n{listing}")
+        } else {
+            format!(
+                "{name:<24}  {:<16} {:>12} bytes  {}  {verdict}\n",
+                summary.kind.name(),
+                summary.bytes,
+                summary.detail
+            )
+        };
+        out.write_str(&text)
+            .map_err(|_| out.error(listing_error()))?;
+    }
+    Ok((usable == 0).then(|| "no checkpoint slot verifies: recovery fails".to_string()))
 }
 
 /// Lists a HybridLog store's directory (and with `verbose` each file);

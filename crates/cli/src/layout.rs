@@ -1,5 +1,6 @@
 //! What a directory holds, judged by its files: which engine database
-//! (and so which mode opens it), a HybridLog store, or nothing; and, for
+//! (and so which mode opens it), a HybridLog store, the FC checkpoint
+//! library's files, or nothing; and, for
 //! a folder holding neither, the databases one level down (as `epochdb
 //! bench --dir` and `crashtest` lay them out). `recover` and `inspect`
 //! share it.
@@ -30,6 +31,8 @@ pub(crate) enum Holds {
     LogOrSilor { checkpointed: bool },
     /// A HybridLog store's files.
     HybridLog,
+    /// The FC checkpoint library's files (checkpoint slots, log segments).
+    Fcc,
     /// Nothing of epochdb's.
     Nothing,
 }
@@ -46,6 +49,8 @@ impl Holds {
             }
         } else if epochdb_hybridlog::inspect::is_store_dir(&names(dir)) {
             Holds::HybridLog
+        } else if epochdb_fcc::inspect::is_fcc_dir(&names(dir)) {
+            Holds::Fcc
         } else {
             Holds::Nothing
         }
@@ -61,7 +66,7 @@ impl Holds {
             Holds::LogOrSilor {
                 checkpointed: false,
             } => Some(DurabilityKind::Log),
-            Holds::HybridLog | Holds::Nothing => None,
+            Holds::HybridLog | Holds::Fcc | Holds::Nothing => None,
         }
     }
 }
@@ -76,12 +81,18 @@ pub(crate) fn names(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The subdirectories of `dir` that hold a database or a store, sorted.
-pub(crate) fn holders_inside(dir: &Path) -> Vec<String> {
+/// The subdirectories of `dir` that hold something of epochdb's, sorted:
+/// only engine databases when `engine_only`.
+pub(crate) fn holders_inside(dir: &Path, engine_only: bool) -> Vec<String> {
     let mut inside: Vec<String> = names(dir)
         .into_iter()
         .map(|name| dir.join(name))
-        .filter(|path| path.is_dir() && Holds::of(path) != Holds::Nothing)
+        .filter(|path| {
+            let holds = Holds::of(path);
+            path.is_dir()
+                && holds != Holds::Nothing
+                && (!engine_only || holds.mode().is_some())
+        })
         .map(|path| path.display().to_string())
         .collect();
     inside.sort();
@@ -100,7 +111,7 @@ pub(crate) fn no_database(dir: &Path) -> String {
     if !dir.is_dir() {
         return format!("no epochdb database at {} (not a directory)", dir.display());
     }
-    let inside = holders_inside(dir);
+    let inside = holders_inside(dir, true);
     if inside.is_empty() {
         format!(
             "no epochdb database at {} (no {CATALOG} file and no {WAL_SUBDIR} directory)",

@@ -163,6 +163,11 @@ fn check_dirs(
                  when it opens (`epochdb inspect` lists its files)",
                 first.display()
             ),
+            Holds::Fcc => format!(
+                "{} holds the FC checkpoint library's files, not an engine database: \
+                 `epochdb_fcc::recover` reads them (`epochdb inspect` lists them)",
+                first.display()
+            ),
             _ => no_database(first),
         });
     };

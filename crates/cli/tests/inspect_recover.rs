@@ -520,3 +520,36 @@ fn inspect_lists_a_hybridlog_store_and_its_damage() {
     assert!(!result.status.success());
     assert!(text(&result).0.contains("header: 1024 buckets"));
 }
+
+#[test]
+fn inspect_lists_the_fc_checkpoint_files() {
+    use epochdb_fcc::{Algorithm, Config as FccConfig, Fcc, FsStorage, Storage as FccStorage};
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn FccStorage> = Arc::new(FsStorage::new(dir.path()).unwrap());
+    let mut config = FccConfig::new(Algorithm::ALL[0]);
+    config.checkpoint_period_ticks = 3;
+    let mut app = Fcc::create(storage, vec![0u64; 512], config).unwrap();
+    for tick in 0..20u64 {
+        app.log_action(&tick.to_le_bytes());
+        app.point_of_consistency().unwrap();
+    }
+    app.wait_for_checkpoints().unwrap();
+    drop(app);
+    let result = epochdb(&["inspect", arg(dir.path())]);
+    let (out, err) = text(&result);
+    assert!(result.status.success(), "{out}{err}");
+    assert!(out.contains("fcc checkpoint"), "{out}");
+    assert!(out.contains("fcc log segment"), "{out}");
+
+    // A damaged slot is reported (recovery falls back to the other).
+    let slot = dir.path().join("ckpt.0");
+    flip_byte(&slot, 60);
+    let result = epochdb(&["inspect", arg(&slot)]);
+    let (out, err) = text(&result);
+    assert!(!result.status.success(), "{out}");
+    assert!(out.contains("other slot"), "{out}{err}");
+    let result = epochdb(&["inspect", arg(dir.path())]);
+    assert!(result.status.success(), "the other slot still verifies");
+    let result = epochdb(&["recover", "--dir", arg(dir.path())]);
+    assert!(text(&result).1.contains("FC checkpoint library"));
+}

@@ -118,6 +118,7 @@ mod engine;
 mod error;
 mod fcc;
 mod format;
+pub mod inspect;
 mod io;
 mod logger;
 mod memory;

@@ -155,6 +155,13 @@ pub fn recover_damaged(data: &[u8]) {
             reseal(&mut file.bytes);
         }
     }
+    // `epochdb inspect` of each file: its decoder is separate from
+    // recovery's.
+    for file in &image.files {
+        let name = file.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let mut out = String::new();
+        let _ = epochdb_fcc::inspect::inspect_bytes(name, &file.bytes, true, &mut out);
+    }
     let Ok(disk) = restore(&image) else { return };
     let Ok(recovered) = recover(&disk, replay) else {
         return;

@@ -14,7 +14,7 @@
 use std::fmt::{self, Write};
 use std::path::Path;
 
-use epochdb_storage::{blocks, Storage};
+use epochdb_storage::{blocks, Block, FrameError, Storage};
 
 use crate::checkpoint::{
     self, Metadata, FORMAT_VERSION, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_WORDS,
@@ -287,14 +287,9 @@ fn index(data: &[u8], out: &mut dyn Write) -> std::result::Result<FileSummary, f
     let mut used = 0u64;
     let mut damage = None;
     for item in blocks(data, INDEX_MAGIC) {
-        let (offset, block) = match item {
-            Ok(found) => found,
-            Err(error) => {
-                damage = corrupt(frame_offset(&error), error.to_string());
-                break;
-            }
+        let Some((offset, block)) = intact(item, &mut damage) else {
+            break;
         };
-        let offset = offset as u64;
         if block.version != FORMAT_VERSION {
             damage = corrupt(offset, format!("format version {}", block.version));
             break;
@@ -372,14 +367,9 @@ fn snapshot(
     let mut log_bytes = 0u64;
     let mut damage = None;
     for item in blocks(data, SNAP_MAGIC) {
-        let (offset, block) = match item {
-            Ok(found) => found,
-            Err(error) => {
-                damage = corrupt(frame_offset(&error), error.to_string());
-                break;
-            }
+        let Some((offset, block)) = intact(item, &mut damage) else {
+            break;
         };
-        let offset = offset as u64;
         let word = |i: usize| {
             block
                 .payload
@@ -574,11 +564,24 @@ fn newest_metadata(storage: &dyn Storage, dir: &Path) -> Option<Metadata> {
         .find_map(|v| checkpoint::read_metadata(storage, &dir.join(checkpoint::meta_name(v))).ok())
 }
 
-fn frame_offset(error: &epochdb_storage::FrameError) -> u64 {
-    match error {
-        epochdb_storage::FrameError::TornTail { offset }
-        | epochdb_storage::FrameError::Corrupt { offset, .. } => *offset as u64,
-        _ => 0,
+/// The block of a `blocks` item, or `None` with the frame error recorded
+/// in `damage` (every file but `log.sums` is synced before it is named).
+fn intact<'a>(
+    item: std::result::Result<(usize, Block<'a>), FrameError>,
+    damage: &mut Option<FileDamage>,
+) -> Option<(u64, Block<'a>)> {
+    match item {
+        Ok((offset, block)) => Some((offset as u64, block)),
+        Err(error) => {
+            let offset = match &error {
+                FrameError::TornTail { offset } | FrameError::Corrupt { offset, .. } => {
+                    *offset as u64
+                }
+                _ => 0,
+            };
+            *damage = corrupt(offset, error.to_string());
+            None
+        }
     }
 }
 

@@ -21,28 +21,27 @@ fn config() -> Config {
     }
 }
 
+/// One session adds `input(key)` to every key in `keys`, then ends: a
+/// checkpoint waits for every session to pass its phases, so none is open
+/// while one runs here.
+fn pass(store: &Store<AddU64>, keys: std::ops::Range<u64>, input: impl Fn(u64) -> u64) {
+    let mut session = store.start_session().unwrap();
+    for key in keys {
+        session.rmw(&key.to_le_bytes(), input(key)).unwrap();
+    }
+    session.complete_pending(true).unwrap();
+}
+
 /// A store with a fold-over checkpoint (index included), more updates,
 /// then a snapshot checkpoint; closed cleanly.
 fn build(seed: u64) -> SimStorage {
     let disk = SimStorage::new(seed);
     let store = Store::open(Arc::new(disk.clone()), Path::new(DIR), config(), AddU64).unwrap();
-    // A checkpoint waits for every session to pass its phases: none is
-    // open while one runs here.
-    let mut session = store.start_session().unwrap();
-    for key in 0..KEYS {
-        session.rmw(&key.to_le_bytes(), key).unwrap();
-    }
-    session.complete_pending(true).unwrap();
-    drop(session);
+    pass(&store, 0..KEYS, |key| key);
     store
         .checkpoint_with(true, CheckpointKind::FoldOver)
         .unwrap();
-    let mut session = store.start_session().unwrap();
-    for key in 0..KEYS / 2 {
-        session.rmw(&key.to_le_bytes(), 1).unwrap();
-    }
-    session.complete_pending(true).unwrap();
-    drop(session);
+    pass(&store, 0..KEYS / 2, |_| 1);
     store
         .checkpoint_with(false, CheckpointKind::Snapshot)
         .unwrap();
@@ -150,22 +149,12 @@ fn a_torn_tail_of_the_checksums_is_not_corruption() {
 fn a_tiny_checksum_piece_is_no_panic() {
     let disk = SimStorage::new(4);
     let store = Store::open(Arc::new(disk.clone()), Path::new(DIR), config(), AddU64).unwrap();
-    let mut session = store.start_session().unwrap();
-    for key in 0..KEYS {
-        session.rmw(&key.to_le_bytes(), key).unwrap();
-    }
-    session.complete_pending(true).unwrap();
-    drop(session);
+    pass(&store, 0..KEYS, |key| key);
     store
         .checkpoint_with(true, CheckpointKind::FoldOver)
         .unwrap();
     // More updates, then a log-only checkpoint: recovery replays them.
-    let mut session = store.start_session().unwrap();
-    for key in 0..KEYS {
-        session.rmw(&key.to_le_bytes(), 1).unwrap();
-    }
-    session.complete_pending(true).unwrap();
-    drop(session);
+    pass(&store, 0..KEYS, |_| 1);
     store
         .checkpoint_with(false, CheckpointKind::FoldOver)
         .unwrap();
