@@ -89,9 +89,7 @@ pub(crate) fn holders_inside(dir: &Path, engine_only: bool) -> Vec<String> {
         .map(|name| dir.join(name))
         .filter(|path| {
             let holds = Holds::of(path);
-            path.is_dir()
-                && holds != Holds::Nothing
-                && (!engine_only || holds.mode().is_some())
+            path.is_dir() && holds != Holds::Nothing && (!engine_only || holds.mode().is_some())
         })
         .map(|path| path.display().to_string())
         .collect();
