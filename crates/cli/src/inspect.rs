@@ -148,17 +148,17 @@ fn inspect_store_dir(
     verbose: bool,
     out: &mut Stdout,
 ) -> Result<Option<String>, String> {
-    let files =
+    let listing =
         store::inspect_dir(storage, path, out).map_err(|e| out.error_text(e.to_string()))?;
     if verbose {
-        for (name, _) in &files {
+        for (name, _) in &listing.files {
             out.write_str("\n")
                 .map_err(|_| out.error(listing_error()))?;
             store::inspect_file(storage, &path.join(name), true, out)
                 .map_err(|e| out.error_text(e.to_string()))?;
         }
     }
-    let corrupt = files.iter().filter(|(_, f)| f.is_corrupt()).count();
+    let corrupt = listing.corrupt();
     Ok((corrupt > 0).then(|| format!("{corrupt} corrupt (see the listing above)")))
 }
 

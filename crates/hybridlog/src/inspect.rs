@@ -585,36 +585,70 @@ fn intact<'a>(
     }
 }
 
+/// What inspecting a store's directory found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreListing {
+    /// Every store file, by name, in name order.
+    pub files: Vec<(String, FileSummary)>,
+    /// Damage between files: the newest checkpoint's metadata naming an
+    /// index checkpoint or a snapshot file that is missing or too short.
+    pub problems: Vec<String>,
+}
+
+impl StoreListing {
+    /// Files with damage recovery refuses, plus problems between files.
+    pub fn corrupt(&self) -> usize {
+        self.files.iter().filter(|(_, f)| f.is_corrupt()).count() + self.problems.len()
+    }
+}
+
 /// Lists every store file of `dir` to `out`, one line each (name, kind,
-/// bytes, contents, damage), then a summary line. Returns each file's
-/// summary.
-pub fn inspect_dir(
-    storage: &dyn Storage,
-    dir: &Path,
-    out: &mut dyn Write,
-) -> Result<Vec<(String, FileSummary)>> {
+/// bytes, contents, damage), then what is wrong between files (the newest
+/// checkpoint's metadata must find the index checkpoint and the snapshot
+/// pieces it names), then a summary line.
+pub fn inspect_dir(storage: &dyn Storage, dir: &Path, out: &mut dyn Write) -> Result<StoreListing> {
     let mut names = storage.list(dir)?;
     names.sort();
-    let mut files = Vec::new();
+    let mut listing = StoreListing::default();
     let mut skipped = Vec::new();
-    for name in names {
-        if StoreFile::of_name(&name).is_none() {
-            skipped.push(name);
+    for name in &names {
+        if StoreFile::of_name(name).is_none() {
+            skipped.push(name.clone());
             continue;
         }
         let mut sink = String::new();
-        let summary = inspect_file(storage, &dir.join(&name), false, &mut sink)?;
-        files.push((name, summary));
+        let summary = inspect_file(storage, &dir.join(name), false, &mut sink)?;
+        listing.files.push((name.clone(), summary));
+    }
+    // The checkpoint recovery starts from: the newest whose metadata
+    // decodes (an older one's files may already be gone).
+    let mut metas: Vec<(u32, &String)> = names
+        .iter()
+        .filter_map(|n| checkpoint::parse_meta_name(n).map(|v| (v, n)))
+        .collect();
+    metas.sort_unstable();
+    if let Some((name, meta)) = metas.iter().rev().find_map(|(_, name)| {
+        checkpoint::read_metadata(storage, &dir.join(name))
+            .ok()
+            .map(|meta| (*name, meta))
+    }) {
+        listing.problems = missing_files(storage, dir, name, &meta);
     }
     let listed = (|| {
         writeln!(
             out,
             "{}: hybridlog store, {} files",
             dir.display(),
-            files.len()
+            listing.files.len()
         )?;
-        let width = files.iter().map(|(n, _)| n.len()).max().unwrap_or(4);
-        for (name, file) in &files {
+        let width = listing
+            .files
+            .iter()
+            .map(|(n, _)| n.len())
+            .max()
+            .unwrap_or(4);
+        for (name, file) in &listing.files {
             let verdict = match &file.damage {
                 Some(damage) => damage.to_string(),
                 None => "intact".into(),
@@ -630,13 +664,57 @@ pub fn inspect_dir(
         for name in &skipped {
             writeln!(out, "{name:<width$}  (not a store file, skipped)")?;
         }
-        let corrupt = files.iter().filter(|(_, f)| f.is_corrupt()).count();
-        writeln!(out, "summary: {} files, {corrupt} corrupt", files.len())
+        for problem in &listing.problems {
+            writeln!(out, "CORRUPT: {problem}")?;
+        }
+        writeln!(
+            out,
+            "summary: {} files, {} corrupt",
+            listing.files.len(),
+            listing.corrupt()
+        )
     })();
     listed.map_err(|_| Error::Corrupted {
         file: dir.to_path_buf(),
         offset: 0,
         reason: "writing the listing failed".into(),
     })?;
-    Ok(files)
+    Ok(listing)
+}
+
+/// The files checkpoint `meta` (in the metadata file `name`) needs that
+/// `dir` lacks: its index checkpoint, and each snapshot file holding one of
+/// its pieces, long enough for the piece. Recovery reads them all; the
+/// metadata is written last, so a whole checkpoint has them.
+fn missing_files(storage: &dyn Storage, dir: &Path, name: &str, meta: &Metadata) -> Vec<String> {
+    let mut problems = Vec::new();
+    let index = checkpoint::index_name(meta.index_id);
+    if !storage.exists(&dir.join(&index)).unwrap_or(false) {
+        problems.push(format!(
+            "{name} names the index checkpoint {index}, which is missing"
+        ));
+    }
+    let Some(map) = &meta.snapshot else {
+        return problems;
+    };
+    let mut needed: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+    for piece in &map.pieces {
+        // The piece's block: frame header, address word, the log bytes.
+        let end = piece.offset + epochdb_storage::BLOCK_HEADER_BYTES as u64 + 8 + piece.bytes;
+        let at_least = needed.entry(piece.file).or_default();
+        *at_least = (*at_least).max(end);
+    }
+    for (version, at_least) in needed {
+        let snap = checkpoint::snap_name(version);
+        match storage.len(&dir.join(&snap)) {
+            Ok(len) if len >= at_least => {}
+            Ok(len) => problems.push(format!(
+                "{name} needs {at_least} bytes of {snap}, which has {len}"
+            )),
+            Err(_) => problems.push(format!(
+                "{name} names the snapshot {snap}, which is missing"
+            )),
+        }
+    }
+    problems
 }

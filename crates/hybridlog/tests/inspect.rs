@@ -68,7 +68,9 @@ fn every_file_of_a_store_is_listed_intact() {
     let disk = build(1);
     assert!(is_store_dir(&names(&disk)));
     let mut out = String::new();
-    let files = inspect_dir(&disk, Path::new(DIR), &mut out).unwrap();
+    let listing = inspect_dir(&disk, Path::new(DIR), &mut out).unwrap();
+    let files = &listing.files;
+    assert!(listing.problems.is_empty(), "{out}");
     for kind in [
         StoreFile::Metadata,
         StoreFile::Index,
@@ -81,7 +83,7 @@ fn every_file_of_a_store_is_listed_intact() {
             "no {kind}: {out}"
         );
     }
-    for (name, file) in &files {
+    for (name, file) in files {
         assert_eq!(file.damage, None, "{name}: {out}");
     }
     assert!(out.ends_with("0 corrupt\n"), "{out}");
@@ -117,13 +119,27 @@ fn damage_in_synced_files_is_corruption() {
         let summary = inspect_file(&disk, &path, false, &mut out).unwrap();
         assert!(summary.is_corrupt(), "{kind}: {out}");
         let mut listing = String::new();
-        let files = inspect_dir(&disk, Path::new(DIR), &mut listing).unwrap();
-        assert_eq!(
-            files.iter().filter(|(_, f)| f.is_corrupt()).count(),
-            1,
-            "{kind}: {listing}"
-        );
+        let found = inspect_dir(&disk, Path::new(DIR), &mut listing).unwrap();
+        assert_eq!(found.corrupt(), 1, "{kind}: {listing}");
     }
+}
+
+#[test]
+fn a_checkpoint_missing_its_files_is_reported() {
+    let disk = build(5);
+    disk.remove(&file_of(&disk, StoreFile::Index)).unwrap();
+    let mut out = String::new();
+    let listing = inspect_dir(&disk, Path::new(DIR), &mut out).unwrap();
+    assert_eq!(listing.problems.len(), 1, "{out}");
+    assert!(out.contains("which is missing"), "{out}");
+    let opened = Store::open(Arc::new(disk.clone()), Path::new(DIR), config(), AddU64);
+    assert!(opened.is_err(), "recovery needs the index checkpoint too");
+    let disk = build(6);
+    disk.remove(&file_of(&disk, StoreFile::Snapshot)).unwrap();
+    let mut out = String::new();
+    let listing = inspect_dir(&disk, Path::new(DIR), &mut out).unwrap();
+    assert_eq!(listing.corrupt(), 1, "{out}");
+    assert!(out.contains("names the snapshot snap-"), "{out}");
 }
 
 #[test]
