@@ -106,13 +106,13 @@ pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
 }
 
 /// Lists the FC checkpoint library's files in `path` (and with `verbose`
-/// each file); an error when no checkpoint slot verifies (recovery then
-/// fails).
+/// each file), then what recovery would do with them; an error when no
+/// checkpoint slot verifies (recovery then fails).
 fn inspect_fcc_dir(path: &Path, verbose: bool, out: &mut Stdout) -> Result<Option<String>, String> {
     let mut names = crate::layout::names(path);
     names.sort();
     writeln!(out, "{}: fcc files", path.display()).map_err(|_| out.error(listing_error()))?;
-    let mut usable = 0;
+    let mut files = Vec::new();
     for name in names {
         let file = path.join(&name);
         let Ok(bytes) = std::fs::read(&file) else {
@@ -122,7 +122,6 @@ fn inspect_fcc_dir(path: &Path, verbose: bool, out: &mut Stdout) -> Result<Optio
         let Ok(Some(summary)) = fcc::inspect_bytes(&name, &bytes, verbose, &mut listing) else {
             continue;
         };
-        usable += usize::from(summary.checkpoint.is_some());
         let verdict = summary.unused.clone().unwrap_or_else(|| "intact".into());
         let text = if verbose {
             format!("\n{listing}")
@@ -136,8 +135,23 @@ fn inspect_fcc_dir(path: &Path, verbose: bool, out: &mut Stdout) -> Result<Optio
         };
         out.write_str(&text)
             .map_err(|_| out.error(listing_error()))?;
+        files.push((name, bytes));
     }
-    Ok((usable == 0).then(|| "no checkpoint slot verifies: recovery fails".to_string()))
+    let Some(plan) = fcc::recovery_plan(&files) else {
+        return Ok(Some(
+            "no checkpoint slot verifies: recovery fails".to_string(),
+        ));
+    };
+    writeln!(
+        out,
+        "recovery: checkpoint {} (tick {}), then the log to tick {} ({} ticks replayed)",
+        plan.checkpoint_id,
+        plan.checkpoint_tick,
+        plan.last_tick,
+        plan.last_tick - plan.checkpoint_tick
+    )
+    .map_err(|_| out.error(listing_error()))?;
+    Ok(None)
 }
 
 /// Lists a HybridLog store's directory (and with `verbose` each file);

@@ -540,6 +540,10 @@ fn inspect_lists_the_fc_checkpoint_files() {
     assert!(result.status.success(), "{out}{err}");
     assert!(out.contains("fcc checkpoint"), "{out}");
     assert!(out.contains("fcc log segment"), "{out}");
+    assert!(
+        out.contains("then the log to tick 20 ("),
+        "recovery replays every tick: {out}"
+    );
 
     // A damaged slot is reported (recovery falls back to the other).
     let slot = dir.path().join("ckpt.0");

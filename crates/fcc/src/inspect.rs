@@ -108,7 +108,13 @@ pub fn inspect_bytes(
 }
 
 fn checkpoint(name: &str, bytes: &[u8], out: &mut dyn Write) -> Result<FccSummary, fmt::Error> {
+    let slot = slot_of(name);
     let (detail, checkpoint, unused) = match decode_checkpoint(name, bytes) {
+        Ok(ckpt) if slot.is_some_and(|slot| ckpt.header.id % 2 != slot) => (
+            format!("checkpoint {} in the wrong slot", ckpt.header.id),
+            None,
+            Some("not usable (in the wrong slot: checkpoint k belongs in ckpt.(k % 2)): recovery takes the other slot".to_string()),
+        ),
         Ok(ckpt) => {
             writeln!(
                 out,
@@ -138,6 +144,73 @@ fn checkpoint(name: &str, bytes: &[u8], out: &mut dyn Write) -> Result<FccSummar
         detail,
         checkpoint,
         unused,
+    })
+}
+
+/// The slot a checkpoint file's name says it is (`None` for other names).
+fn slot_of(name: &str) -> Option<u64> {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    match base {
+        "ckpt.0" => Some(0),
+        "ckpt.1" => Some(1),
+        _ => None,
+    }
+}
+
+/// What recovery would do with a directory's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryPlan {
+    /// The checkpoint it starts from.
+    pub checkpoint_id: u64,
+    /// That checkpoint's tick.
+    pub checkpoint_tick: u64,
+    /// The last tick the log replay reaches.
+    pub last_tick: u64,
+}
+
+/// What `recover` would do with the files `files` (name, bytes) of one
+/// directory, following its decision table: the verified slot with the
+/// highest id, then the segments in order, each block after the current
+/// tick replayed while the ticks run on without a gap. `None`: no slot
+/// verifies, and recovery fails.
+pub fn recovery_plan(files: &[(String, Vec<u8>)]) -> Option<RecoveryPlan> {
+    let (checkpoint_id, checkpoint_tick) = files
+        .iter()
+        .filter_map(|(name, bytes)| {
+            let slot = slot_of(name)?;
+            let ckpt = decode_checkpoint(name, bytes).ok()?;
+            (ckpt.header.id % 2 == slot).then_some((ckpt.header.id, ckpt.header.tick))
+        })
+        .max()?;
+    let mut segments: Vec<(u64, &[u8])> = files
+        .iter()
+        .filter_map(|(name, bytes)| {
+            let base = name.rsplit('/').next().unwrap_or(name);
+            parse_log_segment_name(base).map(|tick| (tick, bytes.as_slice()))
+        })
+        .collect();
+    segments.sort_unstable_by_key(|(tick, _)| *tick);
+    let mut tick = checkpoint_tick;
+    'segments: for (i, (_, bytes)) in segments.iter().enumerate() {
+        if segments.get(i + 1).is_some_and(|(next, _)| *next <= tick) {
+            continue;
+        }
+        let mut at = 0;
+        while let Some((block, used)) = decode_log_block(&bytes[at..]) {
+            at += used;
+            if block.tick <= tick {
+                continue;
+            }
+            if block.tick != tick + 1 {
+                break 'segments;
+            }
+            tick += 1;
+        }
+    }
+    Some(RecoveryPlan {
+        checkpoint_id,
+        checkpoint_tick,
+        last_tick: tick,
     })
 }
 
@@ -286,6 +359,41 @@ mod tests {
             summary.unused.unwrap().contains("tick 104 where 103"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn the_plan_follows_recoverys_table() {
+        let files = vec![
+            ("ckpt.0".to_string(), checkpoint_bytes(4, 40, &[1])),
+            ("ckpt.1".to_string(), checkpoint_bytes(3, 30, &[1])),
+            (log_segment_name(30), segment_bytes(30, 1..15)),
+            (log_segment_name(44), segment_bytes(44, 1..3)),
+        ];
+        let plan = recovery_plan(&files).unwrap();
+        assert_eq!(
+            (plan.checkpoint_id, plan.checkpoint_tick, plan.last_tick),
+            (4, 40, 46)
+        );
+        // The newer slot damaged: the older one, and a longer replay.
+        let mut damaged = files.clone();
+        damaged[0].1[45] ^= 1;
+        let plan = recovery_plan(&damaged).unwrap();
+        assert_eq!((plan.checkpoint_id, plan.last_tick), (3, 46));
+        // A checkpoint in the wrong slot is not used.
+        let mut wrong = files.clone();
+        wrong[0].0 = "ckpt.1".into();
+        wrong[1].0 = "ckpt.0".into();
+        assert_eq!(recovery_plan(&wrong), None);
+        let mut out = String::new();
+        let summary = inspect_bytes("ckpt.1", &wrong[0].1, false, &mut out)
+            .unwrap()
+            .unwrap();
+        assert!(summary.unused.unwrap().contains("wrong slot"), "{out}");
+        // A gap ends the replay.
+        let mut gap = files.clone();
+        gap[2].1 = segment_bytes(30, 1..12);
+        let plan = recovery_plan(&gap).unwrap();
+        assert_eq!(plan.last_tick, 41);
     }
 
     proptest::proptest! {
