@@ -7,11 +7,14 @@
 //! does not verify ends the replay of its segment, as does a gap in the
 //! ticks.
 
+use std::borrow::Cow;
+use std::convert::Infallible;
 use std::fmt::{self, Write};
 
 use crate::format::{
     decode_checkpoint, decode_log_block, parse_log_segment_name, CKPT_MAGIC, LOG_MAGIC,
 };
+use crate::recovery::follow_log;
 
 /// The kinds of file the library writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,8 +173,7 @@ pub struct RecoveryPlan {
 
 /// What `recover` would do with the files `files` (name, bytes) of one
 /// directory, following its decision table: the verified slot with the
-/// highest id, then the segments in order, each block after the current
-/// tick replayed while the ticks run on without a gap. `None`: no slot
+/// highest id, then the log as recovery follows it (`follow_log`). `None`: no slot
 /// verifies, and recovery fails.
 pub fn recovery_plan(files: &[(String, Vec<u8>)]) -> Option<RecoveryPlan> {
     let (checkpoint_id, checkpoint_tick) = files
@@ -182,31 +184,19 @@ pub fn recovery_plan(files: &[(String, Vec<u8>)]) -> Option<RecoveryPlan> {
             (ckpt.header.id % 2 == slot).then_some((ckpt.header.id, ckpt.header.tick))
         })
         .max()?;
-    let mut segments: Vec<(u64, &[u8])> = files
+    let mut segments: Vec<(u64, String)> = files
         .iter()
-        .filter_map(|(name, bytes)| {
+        .filter_map(|(name, _)| {
             let base = name.rsplit('/').next().unwrap_or(name);
-            parse_log_segment_name(base).map(|tick| (tick, bytes.as_slice()))
+            parse_log_segment_name(base).map(|tick| (tick, name.clone()))
         })
         .collect();
-    segments.sort_unstable_by_key(|(tick, _)| *tick);
-    let mut tick = checkpoint_tick;
-    'segments: for (i, (_, bytes)) in segments.iter().enumerate() {
-        if segments.get(i + 1).is_some_and(|(next, _)| *next <= tick) {
-            continue;
-        }
-        let mut at = 0;
-        while let Some((block, used)) = decode_log_block(&bytes[at..]) {
-            at += used;
-            if block.tick <= tick {
-                continue;
-            }
-            if block.tick != tick + 1 {
-                break 'segments;
-            }
-            tick += 1;
-        }
-    }
+    segments.sort_unstable();
+    let bytes_of = |name: &str| {
+        let bytes = files.iter().find(|(n, _)| n == name).map(|(_, b)| b);
+        Ok::<_, Infallible>(Cow::Borrowed(bytes.map_or(&[][..], Vec::as_slice)))
+    };
+    let Ok(tick) = follow_log(&segments, checkpoint_tick, bytes_of, |_| {});
     Some(RecoveryPlan {
         checkpoint_id,
         checkpoint_tick,

@@ -23,9 +23,10 @@
 use crate::error::Error;
 use crate::format::{
     ckpt_slot_name, decode_checkpoint, decode_log_block, parse_log_segment_name, CkptHeader,
-    CKPT_HEADER_BYTES,
+    LogBlock, CKPT_HEADER_BYTES,
 };
 use crate::io::Storage;
+use std::borrow::Cow;
 use std::io;
 
 /// The result of [`recover`].
@@ -92,7 +93,6 @@ pub fn recover(
     }
     let checkpoint = best.ok_or(Error::NoCheckpoint)?;
     let mut words = checkpoint.words;
-    let mut tick = checkpoint.header.tick;
 
     let mut segments: Vec<(u64, String)> = storage
         .list()?
@@ -100,13 +100,44 @@ pub fn recover(
         .filter_map(|n| parse_log_segment_name(&n).map(|t| (t, n)))
         .collect();
     segments.sort();
+    let tick = follow_log(
+        &segments,
+        checkpoint.header.tick,
+        |name| storage.read(name).map(Cow::Owned),
+        |block| {
+            for record in block.records() {
+                replay(&mut words, record);
+            }
+        },
+    )?;
+    Ok(Recovered {
+        words,
+        tick,
+        checkpoint_id: checkpoint.header.id,
+        checkpoint_tick: checkpoint.header.tick,
+        replayed_ticks: tick - checkpoint.header.tick,
+        rejected_checkpoints: rejected,
+    })
+}
+
+/// Replays the log as the decision table says: the segments (start tick,
+/// name; sorted by tick) in order from `tick`, skipping blocks at or below
+/// the current tick and stopping at the first gap; a segment ends at its
+/// first block that does not verify. Hands each block to replay to
+/// `apply` and returns the last tick reached. `read` gives a segment's
+/// bytes; a segment whose successor starts at or before the current tick
+/// holds nothing needed and is not read.
+pub(crate) fn follow_log<'a, E>(
+    segments: &[(u64, String)],
+    mut tick: u64,
+    mut read: impl FnMut(&str) -> Result<Cow<'a, [u8]>, E>,
+    mut apply: impl FnMut(&LogBlock<'_>),
+) -> Result<u64, E> {
     'segments: for (i, (_, name)) in segments.iter().enumerate() {
-        // A segment whose successor starts at or before our tick holds
-        // nothing we need.
         if segments.get(i + 1).is_some_and(|(next, _)| *next <= tick) {
             continue;
         }
-        let bytes = storage.read(name)?;
+        let bytes = read(name)?;
         let mut at = 0;
         while let Some((block, used)) = decode_log_block(&bytes[at..]) {
             at += used;
@@ -116,18 +147,9 @@ pub fn recover(
             if block.tick != tick + 1 {
                 break 'segments;
             }
-            for record in block.records() {
-                replay(&mut words, record);
-            }
+            apply(&block);
             tick += 1;
         }
     }
-    Ok(Recovered {
-        words,
-        tick,
-        checkpoint_id: checkpoint.header.id,
-        checkpoint_tick: checkpoint.header.tick,
-        replayed_ticks: tick - checkpoint.header.tick,
-        rejected_checkpoints: rejected,
-    })
+    Ok(tick)
 }
