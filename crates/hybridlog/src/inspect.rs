@@ -489,10 +489,9 @@ fn log(
         detail,
         damage,
     };
-    let newest = newest_metadata(storage, dir);
-    let (segment_bits, begin) = newest
-        .as_ref()
-        .map_or((0, 0), |meta| (meta.segment_bits, meta.begin));
+    let names = storage.list(dir).unwrap_or_default();
+    let (segment_bits, begin) = newest_checkpoint(storage, dir, &names)
+        .map_or((0, 0), |(_, meta)| (meta.segment_bits, meta.begin));
     let first = match segment::parse_segment_name(name) {
         Some(n) if segment_bits > 0 => match n.checked_mul(1u64 << segment_bits) {
             Some(first) => first,
@@ -549,19 +548,21 @@ fn log(
     ))
 }
 
-/// The newest checkpoint metadata in `dir` that decodes, if any.
-fn newest_metadata(storage: &dyn Storage, dir: &Path) -> Option<Metadata> {
-    let mut versions: Vec<u32> = storage
-        .list(dir)
-        .ok()?
+/// The checkpoint recovery starts from, as it finds it: the metadata file
+/// in `names` (of `dir`) with the highest version, and its contents if they
+/// decode (recovery refuses the store otherwise; the file itself is then
+/// listed as corrupt).
+fn newest_checkpoint(
+    storage: &dyn Storage,
+    dir: &Path,
+    names: &[String],
+) -> Option<(String, Metadata)> {
+    let (_, name) = names
         .iter()
-        .filter_map(|n| checkpoint::parse_meta_name(n))
-        .collect();
-    versions.sort_unstable();
-    versions
-        .into_iter()
-        .rev()
-        .find_map(|v| checkpoint::read_metadata(storage, &dir.join(checkpoint::meta_name(v))).ok())
+        .filter_map(|n| checkpoint::parse_meta_name(n).map(|v| (v, n)))
+        .max()?;
+    let meta = checkpoint::read_metadata(storage, &dir.join(name)).ok()?;
+    Some((name.clone(), meta))
 }
 
 /// The block of a `blocks` item, or `None` with the frame error recorded
@@ -621,19 +622,8 @@ pub fn inspect_dir(storage: &dyn Storage, dir: &Path, out: &mut dyn Write) -> Re
         let summary = inspect_file(storage, &dir.join(name), false, &mut sink)?;
         listing.files.push((name.clone(), summary));
     }
-    // The checkpoint recovery starts from: the newest whose metadata
-    // decodes (an older one's files may already be gone).
-    let mut metas: Vec<(u32, &String)> = names
-        .iter()
-        .filter_map(|n| checkpoint::parse_meta_name(n).map(|v| (v, n)))
-        .collect();
-    metas.sort_unstable();
-    if let Some((name, meta)) = metas.iter().rev().find_map(|(_, name)| {
-        checkpoint::read_metadata(storage, &dir.join(name))
-            .ok()
-            .map(|meta| (*name, meta))
-    }) {
-        listing.problems = missing_files(storage, dir, name, &meta);
+    if let Some((name, meta)) = newest_checkpoint(storage, dir, &names) {
+        listing.problems = missing_files(storage, dir, &name, &meta);
     }
     let listed = (|| {
         writeln!(
