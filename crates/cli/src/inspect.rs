@@ -197,10 +197,7 @@ impl Stdout {
 
     /// The message for `error`: the I/O error behind it if writing failed.
     fn error(&mut self, error: DurabilityError) -> String {
-        match self.failure.take() {
-            Some(io) => format!("writing the listing: {io}"),
-            None => error.to_string(),
-        }
+        self.error_text(error.to_string())
     }
 
     /// The message for an error given as text: as [`Stdout::error`].

@@ -628,19 +628,20 @@ fn inspect_bytes(
     verbose: bool,
     mut out: Option<&mut dyn Write>,
 ) -> Result<InspectSummary, fmt::Error> {
-    match (format, policy) {
-        (FileFormat::WalLog, TailPolicy::Wal(context)) => {
-            return inspect_wal_log(data, context, verbose, out)
-        }
-        (FileFormat::WalLog, _) => {
-            // No directory around it: the last file, nothing persisted.
-            let context = WalLogContext {
-                last: true,
-                ..WalLogContext::default()
+    match format {
+        FileFormat::WalLog => {
+            // Both callers give `wal` files their context (`wal_context`).
+            let context = match policy {
+                TailPolicy::Wal(context) => context,
+                // No directory around it: the last file, nothing persisted.
+                _ => WalLogContext {
+                    last: true,
+                    ..WalLogContext::default()
+                },
             };
             return inspect_wal_log(data, context, verbose, out);
         }
-        (FileFormat::WalSdl, _) => return inspect_wal_sdl(data, out),
+        FileFormat::WalSdl => return inspect_wal_sdl(data, out),
         _ => {}
     }
     if let Some(out) = out.as_deref_mut() {
