@@ -35,6 +35,7 @@ impl RealStorage {
         op: Op,
         path: &Path,
         options: &OpenOptions,
+        writable: bool,
     ) -> Result<Box<dyn StorageFile>> {
         self.latch.check()?;
         let opened = options
@@ -44,6 +45,7 @@ impl RealStorage {
         let (end, file) = opened?;
         Ok(Box::new(RealFile {
             file,
+            writable,
             path: path.to_path_buf(),
             end,
             latch: Arc::clone(&self.latch),
@@ -71,13 +73,19 @@ impl Storage for RealStorage {
     fn create(&self, path: &Path) -> Result<Box<dyn StorageFile>> {
         let mut options = OpenOptions::new();
         options.read(true).write(true).create_new(true);
-        self.open_with(Op::Create, path, &options)
+        self.open_with(Op::Create, path, &options, true)
     }
 
     fn open(&self, path: &Path) -> Result<Box<dyn StorageFile>> {
         let mut options = OpenOptions::new();
         options.read(true).write(true);
-        self.open_with(Op::Open, path, &options)
+        self.open_with(Op::Open, path, &options, true)
+    }
+
+    fn open_read(&self, path: &Path) -> Result<Box<dyn StorageFile>> {
+        let mut options = OpenOptions::new();
+        options.read(true);
+        self.open_with(Op::Open, path, &options, false)
     }
 
     fn read(&self, path: &Path) -> Result<Vec<u8>> {
@@ -135,6 +143,9 @@ impl Storage for RealStorage {
 #[derive(Debug)]
 struct RealFile {
     file: File,
+    /// Opened for writing (not by [`Storage::open_read`]); the `O_DIRECT`
+    /// handle is opened the same way.
+    writable: bool,
     path: PathBuf,
     /// The append cursor: the end of the file as this (single) writer knows it.
     end: u64,
@@ -154,7 +165,7 @@ impl RealFile {
         self.latch.check()?;
         let opened = OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(self.writable)
             .custom_flags(libc::O_DIRECT)
             .open(&self.path);
         let direct = match opened {

@@ -101,7 +101,7 @@ fn scan_in_chunks<E: From<StorageError>>(
     (direct, chunk): (bool, usize),
     mut visit: impl FnMut(u64, Block<'_>) -> Result<ControlFlow<()>, E>,
 ) -> Result<(ScanEnd, u64), E> {
-    let file = storage.open(path)?;
+    let file = storage.open_read(path)?;
     let size = file.size()?;
     let ScanBuffers { chunks, spill } = buffers;
     if !direct || size <= chunk as u64 {
@@ -377,7 +377,7 @@ fn rebase(error: FrameError, offset: u64) -> FrameError {
 
 /// Reads `path` from `offset` to its end (the rare path after damage).
 pub fn read_rest(storage: &dyn Storage, path: &Path, offset: u64) -> Result<Vec<u8>, StorageError> {
-    let file = storage.open(path)?;
+    let file = storage.open_read(path)?;
     let size = file.size()?;
     let mut rest = vec![0u8; size.saturating_sub(offset) as usize];
     let got = file.read_at(offset, &mut rest)?;

@@ -31,6 +31,14 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// its current end.
     fn open(&self, path: &Path) -> Result<Box<dyn StorageFile>>;
 
+    /// Opens the existing file `path` for reading only: what recovery's
+    /// scans and `epochdb inspect` need, so that a file the process may not
+    /// write (a copy kept read-only, another user's) can still be read.
+    /// Writing through the handle fails. By default, [`Storage::open`].
+    fn open_read(&self, path: &Path) -> Result<Box<dyn StorageFile>> {
+        self.open(path)
+    }
+
     /// Reads the whole file.
     fn read(&self, path: &Path) -> Result<Vec<u8>>;
 
