@@ -12,9 +12,12 @@
 //! what recovery does for the range it replays.
 
 use std::fmt::{self, Write};
+use std::ops::ControlFlow;
 use std::path::Path;
 
-use epochdb_storage::{blocks, Block, FrameError, Storage};
+use epochdb_storage::{
+    scan_blocks, Block, FrameError, ScanBuffers, ScanEnd, Storage, StorageError,
+};
 
 use crate::checkpoint::{
     self, Metadata, FORMAT_VERSION, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_WORDS,
@@ -148,19 +151,18 @@ pub fn inspect_file(
         offset: 0,
         reason: "not a file of a hybridlog store (by its name)".into(),
     })?;
-    let data = storage.read(path)?;
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let len = storage.len(path)?;
     let listed = (|| {
-        writeln!(out, "{}: {kind} file, {} bytes", path.display(), data.len())?;
+        writeln!(out, "{}: {kind} file, {len} bytes", path.display())?;
         let summary = match kind {
-            StoreFile::Metadata => metadata(path, &data, verbose, out)?,
-            StoreFile::Index => index(&data, out)?,
-            StoreFile::Snapshot => snapshot(&data, verbose, out)?,
-            StoreFile::Sums => claims(&data, verbose, out)?,
-            StoreFile::Log => log(storage, dir, name, &data, out)?,
+            StoreFile::Metadata => metadata(path, &storage.read(path)?, verbose, out)?,
+            StoreFile::Index => index(storage, path, out)?,
+            StoreFile::Snapshot => snapshot(storage, path, verbose, out)?,
+            StoreFile::Sums => claims(&storage.read(path)?, verbose, out)?,
+            StoreFile::Log => log(storage, path, name, out)?,
             StoreFile::Spare => FileSummary {
                 kind,
-                bytes: data.len() as u64,
+                bytes: len,
                 detail: "space kept for the next checkpoint file; no checkpoint's data".into(),
                 damage: None,
             },
@@ -170,13 +172,67 @@ pub fn inspect_file(
             None => "intact".into(),
         };
         writeln!(out, "summary: {}; {verdict}", summary.detail)?;
-        Ok::<_, fmt::Error>(summary)
+        Ok::<_, Failure>(summary)
     })();
-    listed.map_err(|_| Error::Corrupted {
-        file: path.to_path_buf(),
-        offset: 0,
-        reason: "writing the listing failed".into(),
+    listed.map_err(|failure| match failure {
+        Failure::Read(error) => error,
+        Failure::Listing => Error::Corrupted {
+            file: path.to_path_buf(),
+            offset: 0,
+            reason: "writing the listing failed".into(),
+        },
     })
+}
+
+/// Why a file's listing stopped early.
+enum Failure {
+    /// Reading the file failed.
+    Read(Error),
+    /// Writing to the listing's output failed.
+    Listing,
+}
+
+impl From<fmt::Error> for Failure {
+    fn from(_: fmt::Error) -> Self {
+        Failure::Listing
+    }
+}
+
+impl From<StorageError> for Failure {
+    fn from(error: StorageError) -> Self {
+        Failure::Read(error.into())
+    }
+}
+
+/// Hands each block of the stored file `path` (format `magic`) to `visit`,
+/// reading it a chunk at a time as recovery does (`scan_blocks`), so a
+/// file of any size is listed in the memory of a few chunks. Records the
+/// frame error that ended the blocks, if any, in `damage` (every file read
+/// this way is synced before it is named: damage is corruption); returns
+/// the file's length.
+fn each_block(
+    storage: &dyn Storage,
+    path: &Path,
+    magic: u32,
+    damage: &mut Option<FileDamage>,
+    visit: impl FnMut(u64, Block<'_>) -> std::result::Result<ControlFlow<()>, Failure>,
+) -> std::result::Result<u64, Failure> {
+    let (end, len) = scan_blocks::<Failure>(
+        storage,
+        path,
+        magic,
+        &mut ScanBuffers::default(),
+        false,
+        visit,
+    )?;
+    if let ScanEnd::Damaged { offset, error } = end {
+        let offset = match &error {
+            FrameError::TornTail { offset } | FrameError::Corrupt { offset, .. } => *offset as u64,
+            _ => offset,
+        };
+        *damage = corrupt(offset, error.to_string());
+    }
+    Ok(len)
 }
 
 fn corrupt(offset: u64, reason: impl Into<String>) -> Option<FileDamage> {
@@ -281,18 +337,20 @@ fn metadata(
     ))
 }
 
-fn index(data: &[u8], out: &mut dyn Write) -> std::result::Result<FileSummary, fmt::Error> {
+fn index(
+    storage: &dyn Storage,
+    path: &Path,
+    out: &mut dyn Write,
+) -> std::result::Result<FileSummary, Failure> {
     let mut header: Option<(u64, u64)> = None;
     let mut words = 0u64;
     let mut used = 0u64;
     let mut damage = None;
-    for item in blocks(data, INDEX_MAGIC) {
-        let Some((offset, block)) = intact(item, &mut damage) else {
-            break;
-        };
+    let mut found = None;
+    let len = each_block(storage, path, INDEX_MAGIC, &mut damage, |offset, block| {
         if block.version != FORMAT_VERSION {
-            damage = corrupt(offset, format!("format version {}", block.version));
-            break;
+            found = corrupt(offset, format!("format version {}", block.version));
+            return Ok(ControlFlow::Break(()));
         }
         match (block.kind, header) {
             (KIND_INDEX_HEADER, None) if block.payload.len() == 16 => {
@@ -319,25 +377,24 @@ fn index(data: &[u8], out: &mut dyn Write) -> std::result::Result<FileSummary, f
                 words += block.payload.len() as u64 / 8;
             }
             (kind, _) => {
-                damage = corrupt(
+                found = corrupt(
                     offset,
                     format!(
                         "block of kind {kind} does not belong here ({} bytes)",
                         block.payload.len()
                     ),
                 );
-                break;
+                return Ok(ControlFlow::Break(()));
             }
         }
-    }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let mut damage = found.or(damage);
     let detail = match header {
         Some((b, o)) => {
             let total = b.saturating_add(o).saturating_mul(8);
             if damage.is_none() && words != total {
-                damage = corrupt(
-                    data.len() as u64,
-                    format!("the index has {words} of its {total} words"),
-                );
+                damage = corrupt(len, format!("the index has {words} of its {total} words"));
             }
             format!("{b} buckets, {o} overflow, {used} entries in use")
         }
@@ -351,25 +408,24 @@ fn index(data: &[u8], out: &mut dyn Write) -> std::result::Result<FileSummary, f
     writeln!(out, "words: {words} ({} MiB)", (words * 8) >> 20)?;
     Ok(FileSummary {
         kind: StoreFile::Index,
-        bytes: data.len() as u64,
+        bytes: len,
         detail,
         damage,
     })
 }
 
 fn snapshot(
-    data: &[u8],
+    storage: &dyn Storage,
+    path: &Path,
     verbose: bool,
     out: &mut dyn Write,
-) -> std::result::Result<FileSummary, fmt::Error> {
+) -> std::result::Result<FileSummary, Failure> {
     let mut header: Option<(u64, u64)> = None;
     let mut pieces = 0u64;
     let mut log_bytes = 0u64;
     let mut damage = None;
-    for item in blocks(data, SNAP_MAGIC) {
-        let Some((offset, block)) = intact(item, &mut damage) else {
-            break;
-        };
+    let mut found = None;
+    let len = each_block(storage, path, SNAP_MAGIC, &mut damage, |offset, block| {
         let word = |i: usize| {
             block
                 .payload
@@ -381,8 +437,8 @@ fn snapshot(
                 let (Some(version), Some(page_bits), Some(start), Some(end)) =
                     (word(0), word(1), word(2), word(3))
                 else {
-                    damage = corrupt(offset, "short header");
-                    break;
+                    found = corrupt(offset, "short header");
+                    return Ok(ControlFlow::Break(()));
                 };
                 writeln!(
                     out,
@@ -393,17 +449,17 @@ fn snapshot(
             }
             (KIND_SNAP_PIECE, Some((start, end))) if block.version == FORMAT_VERSION => {
                 let Some(address) = word(0) else {
-                    damage = corrupt(offset, "piece without an address");
-                    break;
+                    found = corrupt(offset, "piece without an address");
+                    return Ok(ControlFlow::Break(()));
                 };
                 let bytes = block.payload.len() as u64 - 8;
                 let piece_end = address.saturating_add(bytes);
                 if address < start || piece_end > end {
-                    damage = corrupt(
+                    found = corrupt(
                         offset,
                         format!("piece [{address}, {piece_end}) outside [{start}, {end})"),
                     );
-                    break;
+                    return Ok(ControlFlow::Break(()));
                 }
                 if verbose {
                     writeln!(
@@ -415,23 +471,25 @@ fn snapshot(
                 log_bytes += bytes;
             }
             (kind, _) => {
-                damage = corrupt(
+                found = corrupt(
                     offset,
                     format!(
                         "block of kind {kind} version {} does not belong here",
                         block.version
                     ),
                 );
-                break;
+                return Ok(ControlFlow::Break(()));
             }
         }
-    }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let mut damage = found.or(damage);
     if header.is_none() && damage.is_none() {
         damage = corrupt(0, "no header block");
     }
     Ok(FileSummary {
         kind: StoreFile::Snapshot,
-        bytes: data.len() as u64,
+        bytes: len,
         detail: format!("{pieces} pieces, {log_bytes} bytes of log"),
         damage,
     })
@@ -475,20 +533,23 @@ fn claims(
 }
 
 /// Checks a log file against `log.sums`: every piece at or above the
-/// newest checkpoint's `begin` that lies in this file.
+/// newest checkpoint's `begin` that lies in this file, read one piece at a
+/// time.
 fn log(
     storage: &dyn Storage,
-    dir: &Path,
+    path: &Path,
     name: &str,
-    data: &[u8],
     out: &mut dyn Write,
-) -> std::result::Result<FileSummary, fmt::Error> {
+) -> std::result::Result<FileSummary, Failure> {
+    let file = storage.open_read(path)?;
+    let len = file.size()?;
     let summary = |detail: String, damage| FileSummary {
         kind: StoreFile::Log,
-        bytes: data.len() as u64,
+        bytes: len,
         detail,
         damage,
     };
+    let dir = path.parent().unwrap_or(Path::new("."));
     let names = storage.list(dir).unwrap_or_default();
     let (segment_bits, begin) = newest_checkpoint(storage, dir, &names)
         .map_or((0, 0), |(_, meta)| (meta.segment_bits, meta.begin));
@@ -510,7 +571,7 @@ fn log(
         }
         None => 0,
     };
-    let end = first.saturating_add(data.len() as u64);
+    let end = first.saturating_add(len);
     let Ok(sums_data) = storage.read(&dir.join(sums::SUMS_NAME)) else {
         return Ok(summary(
             format!("log [{first}, {end}), no log.sums to check it against"),
@@ -521,13 +582,15 @@ fn log(
     let mut checked = 0u64;
     let mut bytes = 0u64;
     let mut damage = None;
+    let mut piece = Vec::new();
     for check in read.claims.checks(first.max(begin), end) {
         let (from, to) = (check.piece.from, check.piece.to);
         if from < first.max(begin) || to > end {
             continue;
         }
-        let slice = &data[(from - first) as usize..(to - first) as usize];
-        if !check.matches(slice) {
+        piece.resize((to - from) as usize, 0);
+        let got = file.read_at(from - first, &mut piece)?;
+        if got < piece.len() || !check.matches(&piece) {
             damage = corrupt(
                 from - first,
                 format!("log [{from}, {to}) does not match its CRC32C in log.sums"),
@@ -563,27 +626,6 @@ fn newest_checkpoint(
         .max()?;
     let meta = checkpoint::read_metadata(storage, &dir.join(name)).ok()?;
     Some((name.clone(), meta))
-}
-
-/// The block of a `blocks` item, or `None` with the frame error recorded
-/// in `damage` (every file but `log.sums` is synced before it is named).
-fn intact<'a>(
-    item: std::result::Result<(usize, Block<'a>), FrameError>,
-    damage: &mut Option<FileDamage>,
-) -> Option<(u64, Block<'a>)> {
-    match item {
-        Ok((offset, block)) => Some((offset as u64, block)),
-        Err(error) => {
-            let offset = match &error {
-                FrameError::TornTail { offset } | FrameError::Corrupt { offset, .. } => {
-                    *offset as u64
-                }
-                _ => 0,
-            };
-            *damage = corrupt(offset, error.to_string());
-            None
-        }
-    }
 }
 
 /// What inspecting a store's directory found.

@@ -6,7 +6,12 @@
 
 use std::ops::ControlFlow;
 
-use epochdb_storage::{blocks, decode_block, FrameError, BLOCK_HEADER_BYTES};
+use std::path::Path;
+
+use epochdb_storage::{
+    blocks, decode_block, scan_blocks, Block, FrameError, ScanBuffers, ScanEnd, Storage,
+    StorageError, BLOCK_HEADER_BYTES,
+};
 
 use crate::format::{self, KIND_SDL, LOG_MAGIC, SDL_MAGIC};
 use crate::lsn::Lsn;
@@ -52,79 +57,164 @@ pub struct BadBlock {
     pub reason: String,
 }
 
+/// Where one block of a log file lies, and its frame's version and kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockPlace {
+    /// The block's file offset.
+    pub offset: u64,
+    /// Its length, frame header included.
+    pub len: u64,
+    /// The frame's format version.
+    pub version: u16,
+    /// The frame's kind.
+    pub kind: u16,
+}
+
+/// What a log file scan hands each intact block to.
+pub type LogVisitor<'v> = dyn FnMut(&BlockPlace, LogBlock<'_>) -> ControlFlow<()> + 'v;
+
 /// Decodes the log file `data` (whose name says it starts at `start`, if it
 /// is a log file's name) block by block, handing each intact block to
-/// `visit` with its offset and length, until the end, a bad block (returned)
-/// or `visit` breaks. The first block must be the file's header; entries
-/// must carry the LSN their place in the file gives them.
+/// `visit` with its place, until the end, a bad block (returned) or `visit`
+/// breaks. The first block must be the file's header; entries must carry
+/// the LSN their place in the file gives them.
 pub fn scan_log_file(
     data: &[u8],
     start: Option<Lsn>,
-    visit: &mut dyn FnMut(u64, u64, LogBlock<'_>) -> ControlFlow<()>,
+    visit: &mut LogVisitor<'_>,
 ) -> Option<BadBlock> {
-    let mut header: Option<(Lsn, u64)> = None;
+    let mut check = LogFileCheck::new(start);
     for item in blocks(data, LOG_MAGIC) {
-        let (offset, block) = match item {
-            Ok(found) => found,
-            Err(error) => {
-                let (offset, reason) = match &error {
-                    FrameError::TornTail { offset } => {
-                        (*offset as u64, "the file ends inside a block".to_string())
-                    }
-                    FrameError::Corrupt { offset, reason } => (*offset as u64, reason.to_string()),
-                    other => (0, other.to_string()),
-                };
-                return Some(BadBlock {
-                    offset,
-                    lsn: header.map(|(first, bytes)| first + (offset - bytes)),
-                    reason,
-                });
-            }
-        };
-        let offset = offset as u64;
+        match item {
+            Ok((offset, block)) => match check.block(offset as u64, &block, visit) {
+                Ok(ControlFlow::Continue(())) => {}
+                Ok(ControlFlow::Break(())) => return None,
+                Err(bad) => return Some(bad),
+            },
+            Err(error) => return Some(check.frame_error(&error)),
+        }
+    }
+    None
+}
+
+/// [`scan_log_file`] over the stored file `path`, read a chunk at a time
+/// as recovery reads it (`scan_blocks`), so a log file of any size is
+/// listed in the memory of a few chunks. Returns the bad block, if any,
+/// and the file's length.
+///
+/// # Errors
+///
+/// Reading the file failed.
+pub fn scan_log_path(
+    storage: &dyn Storage,
+    path: &Path,
+    start: Option<Lsn>,
+    visit: &mut LogVisitor<'_>,
+) -> Result<(Option<BadBlock>, u64), StorageError> {
+    let mut check = LogFileCheck::new(start);
+    let mut bad = None;
+    let (end, len) = scan_blocks::<StorageError>(
+        storage,
+        path,
+        LOG_MAGIC,
+        &mut ScanBuffers::default(),
+        false,
+        |offset, block| {
+            Ok(match check.block(offset, &block, visit) {
+                Ok(flow) => flow,
+                Err(found) => {
+                    bad = Some(found);
+                    ControlFlow::Break(())
+                }
+            })
+        },
+    )?;
+    if let ScanEnd::Damaged { error, .. } = end {
+        bad = Some(check.frame_error(&error));
+    }
+    Ok((bad, len))
+}
+
+/// Checks a log file's blocks in order as recovery does: the header first,
+/// then entries at the LSNs their places give them.
+struct LogFileCheck {
+    /// The start LSN the file's name gives.
+    start: Option<Lsn>,
+    /// The header's start LSN and length, once read.
+    header: Option<(Lsn, u64)>,
+}
+
+impl LogFileCheck {
+    fn new(start: Option<Lsn>) -> Self {
+        Self {
+            start,
+            header: None,
+        }
+    }
+
+    /// Checks the intact frame at `offset` and hands it to `visit`; the
+    /// bad block if it is not what recovery expects there.
+    fn block(
+        &mut self,
+        offset: u64,
+        block: &Block<'_>,
+        visit: &mut LogVisitor<'_>,
+    ) -> Result<ControlFlow<()>, BadBlock> {
         let len = (BLOCK_HEADER_BYTES + block.payload.len()) as u64;
-        let flow = match header {
+        let place = BlockPlace {
+            offset,
+            len,
+            version: block.version,
+            kind: block.kind,
+        };
+        match self.header {
             None => {
                 // The header names its own start; a name, if any, must agree.
-                let named = start.or_else(|| format::payload_u64(block.payload, 0));
-                match named.and_then(|s| file_header_size(&block, s).map(|bytes| (s, bytes))) {
+                let named = self.start.or_else(|| format::payload_u64(block.payload, 0));
+                match named.and_then(|s| file_header_size(block, s).map(|bytes| (s, bytes))) {
                     Some((first, bytes)) => {
-                        header = Some((first, bytes));
-                        visit(offset, len, LogBlock::Header { start: first })
+                        self.header = Some((first, bytes));
+                        Ok(visit(&place, LogBlock::Header { start: first }))
                     }
-                    None => {
-                        return Some(BadBlock {
-                            offset,
-                            lsn: None,
-                            reason: match start {
-                                Some(s) => {
-                                    format!("not the header of a log file starting at LSN {s}")
-                                }
-                                None => "not a log file header".to_string(),
-                            },
-                        })
-                    }
+                    None => Err(BadBlock {
+                        offset,
+                        lsn: None,
+                        reason: match self.start {
+                            Some(s) => format!("not the header of a log file starting at LSN {s}"),
+                            None => "not a log file header".to_string(),
+                        },
+                    }),
                 }
             }
             Some((first, bytes)) => {
                 let lsn = first + (offset - bytes);
-                match entry_at(&block, lsn, len) {
-                    Ok(entry) => visit(offset, len, LogBlock::Entry(entry)),
-                    Err(reason) => {
-                        return Some(BadBlock {
-                            offset,
-                            lsn: Some(lsn),
-                            reason,
-                        })
-                    }
+                match entry_at(block, lsn, len) {
+                    Ok(entry) => Ok(visit(&place, LogBlock::Entry(entry))),
+                    Err(reason) => Err(BadBlock {
+                        offset,
+                        lsn: Some(lsn),
+                        reason,
+                    }),
                 }
             }
-        };
-        if flow.is_break() {
-            return None;
         }
     }
-    None
+
+    /// The bad block a framing failure makes.
+    fn frame_error(&self, error: &FrameError) -> BadBlock {
+        let (offset, reason) = match error {
+            FrameError::TornTail { offset } => {
+                (*offset as u64, "the file ends inside a block".to_string())
+            }
+            FrameError::Corrupt { offset, reason } => (*offset as u64, reason.to_string()),
+            other => (0, other.to_string()),
+        };
+        BadBlock {
+            offset,
+            lsn: self.header.map(|(first, bytes)| first + (offset - bytes)),
+            reason,
+        }
+    }
 }
 
 /// Recovery's verdict on a bad block at `lsn` (`recovery.rs`'s table):
@@ -196,9 +286,11 @@ mod tests {
         crate::entry_bytes(&[&[0u8; 10], b"second"]).unwrap() as u64
     }
 
-    fn listing(data: &[u8], start: Option<Lsn>) -> (Vec<String>, Option<BadBlock>) {
-        let mut lines = Vec::new();
-        let bad = scan_log_file(data, start, &mut |offset, len, block| {
+    fn visitor(
+        lines: &mut Vec<String>,
+    ) -> impl FnMut(&BlockPlace, LogBlock<'_>) -> ControlFlow<()> + '_ {
+        |place: &BlockPlace, block: LogBlock<'_>| {
+            let (offset, len) = (place.offset, place.len);
             lines.push(match block {
                 LogBlock::Header { start } => format!("{offset} {len} header {start}"),
                 LogBlock::Entry(entry) => format!(
@@ -209,7 +301,24 @@ mod tests {
                 ),
             });
             ControlFlow::Continue(())
-        });
+        }
+    }
+
+    /// The blocks and the bad one, from memory and from a stored copy
+    /// read in chunks (which must agree).
+    fn listing(data: &[u8], start: Option<Lsn>) -> (Vec<String>, Option<BadBlock>) {
+        let mut lines = Vec::new();
+        let bad = scan_log_file(data, start, &mut visitor(&mut lines));
+        let disk = epochdb_storage::SimStorage::new(1);
+        let path = Path::new("/log/wal.log");
+        disk.create_dir_all(Path::new("/log")).unwrap();
+        disk.create(path).unwrap().append(data).unwrap();
+        let mut stored = Vec::new();
+        let (stored_bad, len) =
+            scan_log_path(&disk, path, start, &mut visitor(&mut stored)).unwrap();
+        assert_eq!(len, data.len() as u64);
+        assert_eq!(stored_bad, bad);
+        assert_eq!(stored, lines);
         (lines, bad)
     }
 

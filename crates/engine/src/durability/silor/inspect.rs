@@ -38,9 +38,13 @@
 
 use std::collections::BTreeSet;
 use std::fmt::{self, Write};
+use std::ops::ControlFlow;
 use std::path::Path;
 
-use epochdb_storage::{blocks, decode_block, Block, FrameError, Storage, BLOCK_HEADER_BYTES};
+use epochdb_storage::{
+    blocks, decode_block, read_rest, scan_blocks, Block, FrameError, ScanBuffers, ScanEnd, Storage,
+    StorageError, BLOCK_HEADER_BYTES,
+};
 
 use super::files::{
     parse_ckpt_file_name, parse_log_name, LogName, CATALOG, CHECKPOINT_META, CPR_MARKER, DIRECTORY,
@@ -247,6 +251,10 @@ pub struct InspectSummary {
     pub detail: String,
     /// The first damage, if any.
     pub damage: Option<Damage>,
+    /// Why recovery removes this file unread, if it does (a temporary, a
+    /// checkpoint other than the installed one, a log wholly below its
+    /// `e_l`: silor §5.1). Damage in such a file is not corruption.
+    pub stray: Option<String>,
     /// The decoded metadata of a `checkpoint` file, for cross-checks.
     meta: Option<CheckpointMeta>,
 }
@@ -268,29 +276,42 @@ impl InspectSummary {
             entries,
             detail,
             damage,
+            stray: None,
             meta: None,
         }
     }
 
     /// Whether the file has damage recovery refuses (corruption or an
-    /// unreadable format version); a torn tail is not.
+    /// unreadable format version); a torn tail is not, nor anything in a
+    /// file recovery removes unread.
     pub fn is_corrupt(&self) -> bool {
-        matches!(
-            self.damage,
-            Some(Damage::Corrupt { .. } | Damage::Incompatible { .. })
-        )
+        self.stray.is_none()
+            && matches!(
+                self.damage,
+                Some(Damage::Corrupt { .. } | Damage::Incompatible { .. })
+            )
     }
 
-    /// The summary line's text: blocks, bytes, and the damage or "intact".
-    pub fn summary_line(&self) -> String {
-        let verdict = match &self.damage {
+    /// The damage or "intact", and why recovery removes the file if it
+    /// does.
+    pub fn verdict(&self) -> String {
+        let found = match &self.damage {
             Some(damage) => damage.to_string(),
             None => "intact".to_string(),
         };
+        match &self.stray {
+            Some(why) => format!("{found} (not read by recovery: {why})"),
+            None => found,
+        }
+    }
+
+    /// The summary line's text: blocks, bytes, and the verdict.
+    pub fn summary_line(&self) -> String {
         format!(
-            "{}, {} bytes, {verdict}",
+            "{}, {} bytes, {}",
             count(self.blocks, "block", "blocks"),
-            self.bytes
+            self.bytes,
+            self.verdict()
         )
     }
 }
@@ -414,6 +435,8 @@ fn file_name(path: &Path) -> &str {
 /// one line per block (offset, length, version, kind and the decoded
 /// contents; with `verbose` also every log entry and write, every
 /// checkpoint record), and a summary line (see the module documentation).
+/// The file is read a chunk at a time, as recovery reads it, so a file of
+/// any size is listed in the memory of a few chunks.
 ///
 /// Damage in the file is part of the returned summary, not an error.
 /// Errors: the file cannot be read, it is not an epochdb file (neither its
@@ -424,45 +447,42 @@ pub fn inspect_file(
     verbose: bool,
     out: &mut dyn Write,
 ) -> Result<InspectSummary, DurabilityError> {
-    let data = storage
-        .read(path)
-        .map_err(|e| DurabilityError::from_storage(&e))?;
+    let io = |e: StorageError| DurabilityError::from_storage(&e);
+    let head = read_head(storage, path).map_err(io)?;
     let name = file_name(path);
-    let format = FileFormat::detect(&data)
+    let format = FileFormat::detect(&head)
         .or_else(|| FileFormat::from_file_name(name))
-        .ok_or_else(|| not_epochdb(path, &data))?;
+        .ok_or_else(|| not_epochdb(path, &head))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let names = storage.list(dir).unwrap_or_default();
+    let stray = stray_reason(name, &installed_checkpoint(storage, dir, &names));
     let policy = match format {
         FileFormat::WalLog | FileFormat::WalSdl => {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            let names = storage.list(dir).unwrap_or_default();
             TailPolicy::Wal(wal_context(&names, wal_persisted_sdl(storage, dir), name))
         }
+        _ if stray.is_some() => TailPolicy::Appended,
         _ => tail_policy(name, sibling_pepoch(storage, path).as_ref()),
     };
-    list_file(path, &data, format, policy, verbose, out).map_err(listing_failed)
-}
-
-fn list_file(
-    path: &Path,
-    data: &[u8],
-    format: FileFormat,
-    policy: TailPolicy,
-    verbose: bool,
-    out: &mut dyn Write,
-) -> Result<InspectSummary, fmt::Error> {
-    writeln!(
-        out,
-        "{}: {format} file, {} bytes",
-        path.display(),
-        data.len()
-    )?;
-    let summary = inspect_bytes(data, format, policy, verbose, Some(&mut *out))?;
-    writeln!(out, "summary: {}", summary.summary_line())?;
+    let len = storage.len(path).map_err(io)?;
+    writeln!(out, "{}: {format} file, {len} bytes", path.display()).map_err(listing_failed)?;
+    let mut summary = inspect_stored(storage, path, format, policy, verbose, Some(&mut *out))?;
+    summary.stray = stray;
+    writeln!(out, "summary: {}", summary.summary_line()).map_err(listing_failed)?;
     Ok(summary)
 }
 
-fn not_epochdb(path: &Path, data: &[u8]) -> DurabilityError {
-    let head: Vec<String> = data.iter().take(4).map(|b| format!("{b:02x}")).collect();
+/// The first bytes of `path`, enough for its magic (fewer if it is
+/// shorter).
+fn read_head(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>, StorageError> {
+    let file = storage.open_read(path)?;
+    let mut head = vec![0u8; 4];
+    let got = file.read_at(0, &mut head)?;
+    head.truncate(got);
+    Ok(head)
+}
+
+fn not_epochdb(path: &Path, head: &[u8]) -> DurabilityError {
+    let head: Vec<String> = head.iter().take(4).map(|b| format!("{b:02x}")).collect();
     DurabilityError::Incompatible(format!(
         "{}: not an epochdb file (starts with [{}], not eLOG, ePEP, eCAT, eCKP, eMET, eDIR, eCPR, ELWL or ELSD)",
         path.display(),
@@ -470,11 +490,70 @@ fn not_epochdb(path: &Path, data: &[u8]) -> DurabilityError {
     ))
 }
 
+/// What recovery would take as the installed checkpoint, as far as the
+/// directory `dir` (holding `names`) tells.
+enum Installed {
+    /// Directory 0's `checkpoint` file names this one.
+    Checkpoint(CheckpointMeta),
+    /// Directory 0 (it holds the catalog) without a `checkpoint` file:
+    /// none is installed.
+    Nothing,
+    /// Another directory (the metadata lives in directory 0 only), or a
+    /// `checkpoint` file recovery would refuse.
+    Unknown,
+}
+
+fn installed_checkpoint(storage: &dyn Storage, dir: &Path, names: &[String]) -> Installed {
+    if names.iter().any(|n| n == CHECKPOINT_META) {
+        let path = dir.join(CHECKPOINT_META);
+        let format = FileFormat::CheckpointMeta;
+        match inspect_stored(storage, &path, format, TailPolicy::Synced, false, None) {
+            Ok(summary) if !summary.is_corrupt() => summary
+                .meta
+                .map_or(Installed::Unknown, Installed::Checkpoint),
+            _ => Installed::Unknown,
+        }
+    } else if names.iter().any(|n| n == CATALOG) {
+        Installed::Nothing
+    } else {
+        Installed::Unknown
+    }
+}
+
+/// Why recovery removes the file `name` unread (`remove_strays`, silor
+/// §5.1), if it does: a temporary, a checkpoint other than the installed
+/// one (a crash or a close mid-checkpoint leaves one, written in place and
+/// not yet synced), or a log wholly below the installed checkpoint's `e_l`.
+fn stray_reason(name: &str, installed: &Installed) -> Option<String> {
+    if name.ends_with(TMP_SUFFIX) {
+        return Some("a temporary file, which recovery removes".into());
+    }
+    let ckpt = parse_ckpt_file_name(name).map(|(id, _, _)| id);
+    match (installed, ckpt) {
+        (Installed::Checkpoint(meta), Some(id)) if id != meta.id => Some(format!(
+            "checkpoint {id} is not the installed one ({}); recovery removes it",
+            meta.id
+        )),
+        (Installed::Checkpoint(meta), None) => match parse_log_name(name) {
+            Some(LogName::Old { epoch }) if epoch < meta.e_l => Some(format!(
+                "a log wholly below the installed checkpoint's e_l {}; recovery removes it",
+                meta.e_l
+            )),
+            _ => None,
+        },
+        (Installed::Nothing, Some(id)) => Some(format!(
+            "checkpoint {id} was never installed; recovery removes it"
+        )),
+        _ => None,
+    }
+}
+
 /// Lists the epochdb files in directory `dir` to `out`, one line each
 /// (name, format, blocks, bytes, contents, damage), then a summary line;
 /// a `wal` database's log subdirectory is listed with them.
 /// If `dir` holds the installed checkpoint's metadata, the checkpoint files
 /// it names in this directory must exist with the recorded lengths.
+/// Files are read a chunk at a time, one after another.
 ///
 /// Errors: the directory cannot be listed, a file with an epochdb name
 /// cannot be read, or writing to `out` failed.
@@ -506,7 +585,7 @@ fn list_dir_files(
     prefix: &str,
     summary: &mut DirSummary,
 ) -> Result<(), DurabilityError> {
-    let io = |e: epochdb_storage::StorageError| DurabilityError::from_storage(&e);
+    let io = |e: StorageError| DurabilityError::from_storage(&e);
     let names = storage.list(dir).map_err(io)?;
     let pepoch = if names.iter().any(|name| name == PEPOCH) {
         last_pepoch(&storage.read(&dir.join(PEPOCH)).map_err(io)?)
@@ -514,12 +593,13 @@ fn list_dir_files(
         None
     };
     let wal_sdl = wal_persisted_sdl(storage, dir);
+    let installed = installed_checkpoint(storage, dir, &names);
     for name in &names {
         let path = dir.join(name);
         let by_name = FileFormat::from_file_name(name);
         let listed = format!("{prefix}{name}");
-        let data = match storage.read(&path) {
-            Ok(data) => data,
+        let head = match read_head(storage, &path) {
+            Ok(head) => head,
             // Subdirectories and unreadable strangers are not ours.
             Err(_) if by_name.is_none() => {
                 summary.skipped.push(listed);
@@ -527,17 +607,20 @@ fn list_dir_files(
             }
             Err(error) => return Err(io(error)),
         };
-        let Some(format) = FileFormat::detect(&data).or(by_name) else {
+        let Some(format) = FileFormat::detect(&head).or(by_name) else {
             summary.skipped.push(listed);
             continue;
         };
+        let stray = stray_reason(name, &installed);
         let policy = match format {
             FileFormat::WalLog | FileFormat::WalSdl => {
                 TailPolicy::Wal(wal_context(&names, wal_sdl, name))
             }
+            _ if stray.is_some() => TailPolicy::Appended,
             _ => tail_policy(name, pepoch.as_ref()),
         };
-        let file = inspect_bytes(&data, format, policy, false, None).map_err(listing_failed)?;
+        let mut file = inspect_stored(storage, &path, format, policy, false, None)?;
+        file.stray = stray;
         summary.files.push((listed, file));
     }
     Ok(())
@@ -587,17 +670,14 @@ fn write_dir_listing(dir: &Path, summary: &DirSummary, out: &mut dyn Write) -> f
         .unwrap_or(0)
         .max(4);
     for (name, file) in &summary.files {
-        let verdict = match &file.damage {
-            Some(damage) => damage.to_string(),
-            None => "intact".to_string(),
-        };
         writeln!(
             out,
-            "{name:<width$}  {:<19} {:>14} {:>12} bytes  {}  {verdict}",
+            "{name:<width$}  {:<19} {:>14} {:>12} bytes  {}  {}",
             file.format.name(),
             count(file.blocks, "block", "blocks"),
             file.bytes,
-            file.detail
+            file.detail,
+            file.verdict()
         )?;
     }
     for name in &summary.skipped {
@@ -612,22 +692,65 @@ fn write_dir_listing(dir: &Path, summary: &DirSummary, out: &mut dyn Write) -> f
         .iter()
         .filter(|(_, f)| matches!(f.damage, Some(Damage::TornTail { .. })))
         .count();
-    writeln!(
+    let strays = summary
+        .files
+        .iter()
+        .filter(|(_, f)| f.stray.is_some())
+        .count();
+    write!(
         out,
         "summary: {} files, {bytes} bytes, {torn} with a torn tail, {} corrupt",
         summary.files.len(),
         summary.corrupt()
-    )
+    )?;
+    if strays > 0 {
+        write!(out, ", {strays} that recovery removes unread")?;
+    }
+    writeln!(out)
 }
 
-/// Decodes `data` as `format`, writing the block lines to `out` if given.
-fn inspect_bytes(
-    data: &[u8],
+/// Why a listing stopped early.
+enum ListFailure {
+    /// Reading the file failed.
+    Storage(StorageError),
+    /// Writing to the listing's output failed.
+    Listing,
+}
+
+impl From<StorageError> for ListFailure {
+    fn from(error: StorageError) -> Self {
+        ListFailure::Storage(error)
+    }
+}
+
+impl From<fmt::Error> for ListFailure {
+    fn from(_: fmt::Error) -> Self {
+        ListFailure::Listing
+    }
+}
+
+impl From<ListFailure> for DurabilityError {
+    fn from(failure: ListFailure) -> Self {
+        match failure {
+            ListFailure::Storage(error) => DurabilityError::from_storage(&error),
+            ListFailure::Listing => listing_failed(fmt::Error),
+        }
+    }
+}
+
+/// Decodes the file `path` as `format`, writing the block lines to `out`
+/// if given. Block-framed files are read through recovery's chunked scan
+/// (`scan_blocks`); the bytes after a damaged block are read only when
+/// judging it needs them (`data.log`: does an intact block follow?).
+fn inspect_stored(
+    storage: &dyn Storage,
+    path: &Path,
     format: FileFormat,
     policy: TailPolicy,
     verbose: bool,
-    mut out: Option<&mut dyn Write>,
-) -> Result<InspectSummary, fmt::Error> {
+    out: Option<&mut dyn Write>,
+) -> Result<InspectSummary, DurabilityError> {
+    let io = |e: StorageError| DurabilityError::from_storage(&e);
     match format {
         FileFormat::WalLog => {
             // Both callers give `wal` files their context (`wal_context`).
@@ -639,148 +762,229 @@ fn inspect_bytes(
                     ..WalLogContext::default()
                 },
             };
-            return inspect_wal_log(data, context, verbose, out);
+            return inspect_wal_log(storage, path, context, verbose, out);
         }
-        FileFormat::WalSdl => return inspect_wal_sdl(data, out),
+        FileFormat::WalSdl => {
+            let data = storage.read(path).map_err(io)?;
+            return inspect_wal_sdl(&data, out).map_err(listing_failed);
+        }
         _ => {}
     }
-    if let Some(out) = out.as_deref_mut() {
-        writeln!(
-            out,
-            "{:>10} {:>10} {:>4} {:>5}  contents",
-            "offset", "length", "ver", "kind"
-        )?;
+    let mut lister = BlockLister::new(format, policy, verbose, out).map_err(listing_failed)?;
+    let (end, len) = scan_blocks::<ListFailure>(
+        storage,
+        path,
+        format.magic(),
+        &mut ScanBuffers::default(),
+        false,
+        |offset, block| Ok(lister.block(offset, &block)?),
+    )?;
+    if let ScanEnd::Damaged { offset, error } = end {
+        lister.frame_error(&error, len, |from, e_p| {
+            let rest = read_rest(storage, path, offset)?;
+            let from = from.saturating_sub(offset) as usize;
+            Ok(log_block_after(&rest, from, e_p).map(|at| offset + at as u64))
+        })?;
     }
-    let mut decoder = Decoder::new(format);
-    let mut blocks_seen = 0u64;
-    let mut damage = None;
-    let mut text = String::new();
-    for item in blocks(data, format.magic()) {
-        text.clear();
-        match item {
-            Ok((offset, block)) => {
-                let length = BLOCK_HEADER_BYTES + block.payload.len();
-                write!(
-                    text,
-                    "{offset:>10} {length:>10} {:>4} {:>5}  ",
-                    block.version, block.kind
-                )?;
-                let prefix_len = text.len();
-                let verdict = if block.version == FORMAT_VERSION {
-                    decoder.block(offset, &block, verbose, &mut text)
+    lister.finish(len).map_err(listing_failed)
+}
+
+/// Lists a block-framed file one block at a time, as a scan hands them
+/// over, and judges where its blocks end (module docs).
+struct BlockLister<'o> {
+    decoder: Decoder,
+    policy: TailPolicy,
+    verbose: bool,
+    blocks: u64,
+    damage: Option<Damage>,
+    /// The current block's lines, written to `out` whole.
+    text: String,
+    out: Option<&'o mut dyn Write>,
+}
+
+impl<'o> BlockLister<'o> {
+    /// A lister that has written the column header to `out`.
+    fn new(
+        format: FileFormat,
+        policy: TailPolicy,
+        verbose: bool,
+        mut out: Option<&'o mut dyn Write>,
+    ) -> Result<Self, fmt::Error> {
+        if let Some(out) = out.as_deref_mut() {
+            writeln!(
+                out,
+                "{:>10} {:>10} {:>4} {:>5}  contents",
+                "offset", "length", "ver", "kind"
+            )?;
+        }
+        Ok(Self {
+            decoder: Decoder::new(format),
+            policy,
+            verbose,
+            blocks: 0,
+            damage: None,
+            text: String::new(),
+            out,
+        })
+    }
+
+    /// Lists the intact frame at `offset`; breaks once its payload is
+    /// damaged (decoding stops at the first damage).
+    fn block(&mut self, offset: u64, block: &Block<'_>) -> Result<ControlFlow<()>, fmt::Error> {
+        self.text.clear();
+        let text = &mut self.text;
+        let length = BLOCK_HEADER_BYTES + block.payload.len();
+        write!(
+            text,
+            "{offset:>10} {length:>10} {:>4} {:>5}  ",
+            block.version, block.kind
+        )?;
+        let prefix_len = text.len();
+        let verdict = if block.version == FORMAT_VERSION {
+            self.decoder.block(offset, block, self.verbose, text)
+        } else {
+            Err(Damage::Incompatible {
+                offset,
+                version: block.version,
+            })
+        };
+        match verdict {
+            Err(found) => {
+                if text.len() == prefix_len {
+                    writeln!(text, "{found}")?;
                 } else {
-                    Err(Damage::Incompatible {
-                        offset: offset as u64,
-                        version: block.version,
-                    })
-                };
-                if let Err(found) = verdict {
-                    if text.len() == prefix_len {
-                        writeln!(text, "{found}")?;
-                    } else {
-                        if !text.ends_with('\n') {
-                            text.push('\n');
-                        }
-                        writeln!(text, "{:>12}{found}", "")?;
-                    }
-                    damage = Some(found);
-                } else {
-                    blocks_seen += 1;
                     if !text.ends_with('\n') {
                         text.push('\n');
                     }
+                    writeln!(text, "{:>12}{found}", "")?;
+                }
+                self.damage = Some(found);
+            }
+            Ok(()) => {
+                self.blocks += 1;
+                if !text.ends_with('\n') {
+                    text.push('\n');
                 }
             }
-            Err(error) => {
-                let found = judge(&error, data, policy, decoder.log_header_seq);
-                let offset = found.offset();
-                write!(
-                    text,
-                    "{offset:>10} {:>10} {:>4} {:>5}  {found}",
-                    data.len() as u64 - offset,
-                    "-",
-                    "-"
-                )?;
-                if let (Damage::TornTail { .. }, FrameError::Corrupt { reason, .. }) =
-                    (&found, &error)
-                {
-                    // data.log's unsynced tail may hold any bytes.
-                    write!(text, " ({reason}; no intact block follows)")?;
+        }
+        if let Some(out) = self.out.as_deref_mut() {
+            out.write_str(&self.text)?;
+        }
+        Ok(if self.damage.is_some() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    }
+
+    /// Lists the framing failure `error` at which the blocks of a file of
+    /// `len` bytes end, judged by the tail policy; `block_after(from, e_p)`
+    /// finds the first intact log block at or after file offset `from` (of
+    /// an epoch at or below `e_p` if given).
+    fn frame_error(
+        &mut self,
+        error: &FrameError,
+        len: u64,
+        block_after: impl FnOnce(u64, Option<u64>) -> Result<Option<u64>, ListFailure>,
+    ) -> Result<(), ListFailure> {
+        let found = judge(
+            error,
+            len,
+            self.policy,
+            self.decoder.log_header_seq,
+            block_after,
+        )?;
+        let offset = found.offset();
+        self.text.clear();
+        write!(
+            self.text,
+            "{offset:>10} {:>10} {:>4} {:>5}  {found}",
+            len - offset,
+            "-",
+            "-"
+        )?;
+        if let (Damage::TornTail { .. }, FrameError::Corrupt { reason, .. }) = (&found, error) {
+            // data.log's unsynced tail may hold any bytes.
+            write!(self.text, " ({reason}; no intact block follows)")?;
+        }
+        self.text.push('\n');
+        if let Some(out) = self.out.as_deref_mut() {
+            out.write_str(&self.text)?;
+        }
+        self.damage = Some(found);
+        Ok(())
+    }
+
+    /// The summary of a file of `len` bytes, after the damage a file has
+    /// by what it lacks (listed too).
+    fn finish(mut self, len: u64) -> Result<InspectSummary, fmt::Error> {
+        if self.damage.as_ref().is_none_or(|d| !is_refused(d)) {
+            if let Some(missing) = self.decoder.missing() {
+                if let Some(out) = self.out {
+                    writeln!(
+                        out,
+                        "{:>10} {:>10} {:>4} {:>5}  {missing}",
+                        0, "-", "-", "-"
+                    )?;
                 }
-                text.push('\n');
-                damage = Some(found);
+                self.damage = Some(missing);
             }
         }
-        if let Some(out) = out.as_deref_mut() {
-            out.write_str(&text)?;
-        }
-        if damage.is_some() {
-            break;
-        }
+        let format = self.decoder.format;
+        let (detail, entries, meta) = self.decoder.finish();
+        Ok(InspectSummary {
+            format,
+            blocks: self.blocks,
+            bytes: len,
+            entries,
+            detail,
+            damage: self.damage,
+            stray: None,
+            meta,
+        })
     }
-    if damage.as_ref().is_none_or(|d| !is_refused(d)) {
-        if let Some(missing) = decoder.missing() {
-            if let Some(out) = out {
-                writeln!(
-                    out,
-                    "{:>10} {:>10} {:>4} {:>5}  {missing}",
-                    0, "-", "-", "-"
-                )?;
-            }
-            damage = Some(missing);
-        }
-    }
-    let (detail, entries, meta) = decoder.finish();
-    Ok(InspectSummary {
-        format,
-        blocks: blocks_seen,
-        bytes: data.len() as u64,
-        entries,
-        detail,
-        damage,
-        meta,
-    })
 }
 
 fn is_refused(damage: &Damage) -> bool {
     !matches!(damage, Damage::TornTail { .. })
 }
 
-/// Judges a framing failure by the file's tail policy (module docs), as
-/// `replay_file` does; `header_seq` is the sequence number of the log
-/// header at offset 0.
-fn judge(error: &FrameError, data: &[u8], policy: TailPolicy, header_seq: Option<u64>) -> Damage {
+/// Judges a framing failure in a file of `len` bytes by the file's tail
+/// policy (module docs), as `replay_file` does; `header_seq` is the
+/// sequence number of the log header at offset 0, `block_after` as in
+/// [`BlockLister::frame_error`].
+fn judge(
+    error: &FrameError,
+    len: u64,
+    policy: TailPolicy,
+    header_seq: Option<u64>,
+    block_after: impl FnOnce(u64, Option<u64>) -> Result<Option<u64>, ListFailure>,
+) -> Result<Damage, ListFailure> {
     let (offset, torn) = match error {
-        FrameError::TornTail { offset } => (*offset, true),
-        FrameError::Corrupt { offset, .. } => (*offset, false),
+        FrameError::TornTail { offset } => (*offset as u64, true),
+        FrameError::Corrupt { offset, .. } => (*offset as u64, false),
         _ => (0, false),
     };
-    let bytes = data.len().saturating_sub(offset) as u64;
-    let tail = Damage::TornTail {
-        offset: offset as u64,
-        bytes,
-    };
-    let corrupt = |reason: String| Damage::Corrupt {
-        offset: offset as u64,
-        reason,
-    };
+    let bytes = len.saturating_sub(offset);
+    let tail = Damage::TornTail { offset, bytes };
+    let corrupt = |reason: String| Damage::Corrupt { offset, reason };
     let reason = match error {
         FrameError::Corrupt { reason, .. } => reason.to_string(),
         other => other.to_string(),
     };
-    match policy {
-        // `wal` files never reach here (`inspect_bytes`).
+    Ok(match policy {
+        // `wal` files never reach here (`inspect_stored`).
         TailPolicy::Appended | TailPolicy::Wal(_) if torn => tail,
         TailPolicy::Appended | TailPolicy::Wal(_) => corrupt(reason),
         TailPolicy::CurrentLog {
             durable: Some((e_p, synced)),
         } => {
-            if header_seq == Some(synced.seq) && (offset as u64) < synced.len {
+            if header_seq == Some(synced.seq) && offset < synced.len {
                 corrupt(format!(
                     "{reason}, inside the {} bytes pepoch records as synced",
                     synced.len
                 ))
-            } else if let Some(next) = log_block_after(data, offset + 1, Some(e_p)) {
+            } else if let Some(next) = block_after(offset + 1, Some(e_p))? {
                 corrupt(format!(
                     "{reason}; yet the block at {next}, of a persistent epoch (e_p {e_p}), follows it"
                 ))
@@ -788,7 +992,7 @@ fn judge(error: &FrameError, data: &[u8], policy: TailPolicy, header_seq: Option
                 tail
             }
         }
-        TailPolicy::CurrentLog { durable: None } => match log_block_after(data, offset + 1, None) {
+        TailPolicy::CurrentLog { durable: None } => match block_after(offset + 1, None)? {
             None => tail,
             Some(next) => corrupt(format!("{reason}; yet an intact block follows at {next}")),
         },
@@ -796,7 +1000,7 @@ fn judge(error: &FrameError, data: &[u8], policy: TailPolicy, header_seq: Option
             "the file ends inside a block ({bytes} bytes), but it was synced before it was named"
         )),
         TailPolicy::Synced => corrupt(reason),
-    }
+    })
 }
 
 /// The offset of the first intact log block at or after `from`, of an
@@ -890,15 +1094,12 @@ impl Decoder {
     /// prefix, then verbose lines); the damage if its payload is wrong.
     fn block(
         &mut self,
-        offset: usize,
+        offset: u64,
         block: &Block<'_>,
         verbose: bool,
         text: &mut String,
     ) -> Result<(), Damage> {
-        let corrupt = |reason: String| Damage::Corrupt {
-            offset: offset as u64,
-            reason,
-        };
+        let corrupt = |reason: String| Damage::Corrupt { offset, reason };
         let expected_kinds: &[u16] = match self.format {
             FileFormat::Log => &[KIND_LOG, KIND_LOG_HEADER],
             FileFormat::Pepoch => &[KIND_PEPOCH],
@@ -999,7 +1200,7 @@ impl Decoder {
 
     fn log_header_block(
         &mut self,
-        offset: usize,
+        offset: u64,
         payload: &[u8],
         text: &mut String,
     ) -> Result<(), Problem> {
@@ -1029,7 +1230,7 @@ impl Decoder {
 
     fn catalog_block(
         &mut self,
-        offset: usize,
+        offset: u64,
         block: &Block<'_>,
         text: &mut String,
     ) -> Result<(), Problem> {
@@ -1761,6 +1962,92 @@ mod tests {
         );
     }
 
+    #[test]
+    fn files_recovery_removes_unread_are_strays_not_corruption() {
+        // A torn checkpoint file: what a crash or a close mid-checkpoint
+        // leaves, written in place and never synced.
+        let mut torn = Vec::new();
+        start_ckpt_block(&mut torn, 0);
+        put_ckpt_record(&mut torn, b"a", tid(4, 1), b"value");
+        seal_ckpt_block(&mut torn);
+        torn.truncate(torn.len() - 3);
+        let (old, _) = two_blocks();
+        let mut broken_old = old.clone();
+        broken_old[30] ^= 1;
+        let meta = CheckpointMeta {
+            id: 3,
+            e_l: 10,
+            e_h: 12,
+            dirs: 1,
+            tables: vec![(0, "t".into())],
+            files: vec![],
+            sessions: vec![],
+        }
+        .encode();
+        let catalog = encode_catalog_header();
+        let files: Vec<(&str, &[u8])> = vec![
+            ("catalog", &catalog),
+            ("checkpoint", &meta),
+            ("ckpt.4.t0.0", &torn),
+            ("old_data.6", &broken_old),
+            ("old_data.11", &old),
+            ("pepoch.tmp", b"eLOGgarbage"),
+        ];
+        let disk = disk(&files);
+        let dir = Path::new("/db");
+        let mut out = String::new();
+        let summary = inspect_dir(&disk, dir, &mut out).unwrap();
+        assert_eq!(summary.corrupt(), 0, "{out}");
+        let stray = |name: &str| {
+            let (_, file) = summary.files.iter().find(|(n, _)| n == name).unwrap();
+            (file.stray.clone(), file.damage.is_some())
+        };
+        let (why, damaged) = stray("ckpt.4.t0.0");
+        assert!(damaged, "{out}");
+        assert!(
+            why.unwrap()
+                .contains("checkpoint 4 is not the installed one (3)"),
+            "{out}"
+        );
+        let (why, damaged) = stray("old_data.6");
+        assert!(damaged, "{out}");
+        assert!(why
+            .unwrap()
+            .contains("below the installed checkpoint's e_l 10"));
+        assert_eq!(stray("old_data.11"), (None, false), "{out}");
+        assert!(stray("pepoch.tmp").0.is_some(), "{out}");
+        assert!(
+            out.contains("0 corrupt, 3 that recovery removes unread"),
+            "{out}"
+        );
+        // One file alone is judged by the checkpoint beside it.
+        let mut out = String::new();
+        let file = inspect_file(&disk, &dir.join("ckpt.4.t0.0"), false, &mut out).unwrap();
+        assert!(!file.is_corrupt(), "{out}");
+        assert!(out.contains("(not read by recovery: checkpoint 4"), "{out}");
+
+        // Without an installed checkpoint every checkpoint file is a stray;
+        // the installed one's own files are synced, so damage in them is
+        // corruption.
+        let disk = self::disk(&[("catalog", &catalog), ("ckpt.4.t0.0", &torn)]);
+        let file =
+            inspect_file(&disk, &dir.join("ckpt.4.t0.0"), false, &mut String::new()).unwrap();
+        assert!(file.stray.unwrap().contains("never installed"));
+        let disk = self::disk(&[
+            ("catalog", &catalog),
+            ("checkpoint", &meta),
+            ("ckpt.3.t0.0", &torn),
+        ]);
+        let file =
+            inspect_file(&disk, &dir.join("ckpt.3.t0.0"), false, &mut String::new()).unwrap();
+        assert!(file.is_corrupt());
+        // A directory other than 0 (no catalog) cannot tell.
+        let disk = self::disk(&[("ckpt.4.t0.0", &torn)]);
+        let file =
+            inspect_file(&disk, &dir.join("ckpt.4.t0.0"), false, &mut String::new()).unwrap();
+        assert!(file.stray.is_none() && file.is_corrupt());
+    }
+
     proptest! {
         // The listing never panics, whatever follows a valid magic.
         #[test]
@@ -1774,11 +2061,13 @@ mod tests {
             let mut data = format.magic().to_le_bytes().to_vec();
             data.extend(tail);
             let mut out = String::new();
+            let disk = disk(&[(name, &data)]);
+            let path = Path::new("/db").join(name);
             let pepoch = PepochRecord { e_p: 2, logs: vec![SyncedLog { seq: 1, len: 40 }] };
             for pepoch in [None, Some(&pepoch)] {
                 let policy = tail_policy(name, pepoch);
                 let summary =
-                    inspect_bytes(&data, format, policy, verbose, Some(&mut out)).unwrap();
+                    inspect_stored(&disk, &path, format, policy, verbose, Some(&mut out)).unwrap();
                 prop_assert_eq!(summary.bytes, data.len() as u64);
             }
         }

@@ -23,13 +23,17 @@
 use std::fmt::{self, Write};
 use std::ops::ControlFlow;
 
-use epochdb_wal::inspect::{is_torn_tail, scan_log_file, sdl_slots, LogBlock};
+use std::path::Path;
+
+use epochdb_storage::Storage;
+use epochdb_wal::inspect::{is_torn_tail, scan_log_path, sdl_slots, BlockPlace, LogBlock};
 use epochdb_wal::Lsn;
 
 use super::format::{decode, DecodeError, Record, RECORD_VERSION};
 use crate::durability::silor::inspect::{
     count, key_hex, tid_text, Damage, FileFormat, InspectSummary,
 };
+use crate::error::DurabilityError;
 
 /// What recovery knows about a log file beyond its bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,23 +49,31 @@ pub(crate) struct LogContext {
 /// The bytes of the block header before a block's version and kind.
 const VERSION_AT: usize = 4;
 
-/// Lists the log file `data` to `out` (if given) and sums it up.
+/// Lists the stored log file `path` to `out` (if given) and sums it up,
+/// reading it a chunk at a time (`scan_log_path`).
 pub(crate) fn inspect_log(
-    data: &[u8],
+    storage: &dyn Storage,
+    path: &Path,
     context: LogContext,
     verbose: bool,
     mut out: Option<&mut dyn Write>,
-) -> Result<InspectSummary, fmt::Error> {
+) -> Result<InspectSummary, DurabilityError> {
+    let listing_failed = |_| DurabilityError::Io("writing the inspect listing failed".into());
     if let Some(out) = out.as_deref_mut() {
-        write_columns(out)?;
+        write_columns(out).map_err(listing_failed)?;
     }
     let mut tally = Tally::default();
     let mut listing_error = Ok(());
     let mut damage = None;
-    let bad =
-        scan_log_file(data, context.start, &mut |offset, length, block| {
+    let (bad, len) =
+        scan_log_path(storage, path, context.start, &mut |place, block| {
             let mut text = String::new();
-            let (version, kind) = version_and_kind(data, offset);
+            let BlockPlace {
+                offset,
+                len: length,
+                version,
+                kind,
+            } = *place;
             let result = write!(text, "{offset:>10} {length:>10} {version:>4} {kind:>5}  ")
                 .and_then(|()| match &block {
                     LogBlock::Header { start } => {
@@ -101,14 +113,15 @@ pub(crate) fn inspect_log(
             } else {
                 ControlFlow::Continue(())
             }
-        });
-    listing_error?;
+        })
+        .map_err(|e| DurabilityError::from_storage(&e))?;
+    listing_error.map_err(listing_failed)?;
     if let Some(bad) = bad {
         let persisted = context.persisted_sdl.unwrap_or(0);
         let found = match bad.lsn {
             Some(lsn) if is_torn_tail(lsn, persisted, context.last) => Damage::TornTail {
                 offset: bad.offset,
-                bytes: data.len() as u64 - bad.offset,
+                bytes: len - bad.offset,
             },
             Some(lsn) => Damage::Corrupt {
                 offset: bad.offset,
@@ -129,7 +142,7 @@ pub(crate) fn inspect_log(
             None if context.last && context.start.is_some_and(|s| s >= persisted) => {
                 Damage::TornTail {
                     offset: 0,
-                    bytes: data.len() as u64,
+                    bytes: len,
                 }
             }
             None => Damage::Corrupt {
@@ -142,17 +155,18 @@ pub(crate) fn inspect_log(
                 out,
                 "{:>10} {:>10} {:>4} {:>5}  {found}",
                 bad.offset,
-                data.len() as u64 - bad.offset,
+                len - bad.offset,
                 "-",
                 "-"
-            )?;
+            )
+            .map_err(listing_failed)?;
         }
         damage = Some(found);
     }
     Ok(InspectSummary::new(
         FileFormat::WalLog,
         tally.blocks,
-        data.len() as u64,
+        len,
         tally.commits,
         tally.detail(),
         damage,
