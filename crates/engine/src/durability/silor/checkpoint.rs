@@ -330,6 +330,9 @@ fn take_checkpoint(
     if result.is_err() {
         inner.abandoned();
     }
+    if let Err(CheckpointError::Stopped) = &result {
+        remove_abandoned(inner, id);
+    }
     if result.is_ok() {
         let micros = started.elapsed().as_micros() as u64;
         let stats = inner.stats();
@@ -448,6 +451,25 @@ fn write_and_install(
     remove_old_checkpoints(inner, id)?;
     inner.remove_old_log(&meta)?;
     Ok(())
+}
+
+/// Removes what checkpoint `id` wrote before it was abandoned (the
+/// database closing mid-checkpoint), so that a closed database does not
+/// keep a partial checkpoint's files until it is next opened. Best effort:
+/// recovery removes whatever is left (`remove_strays`), and the storage
+/// may already have failed; no directory sync, for the same reason.
+fn remove_abandoned(inner: &dyn CheckpointHost, id: u64) {
+    let storage = inner.storage();
+    for dir in inner.dirs() {
+        let Ok(names) = storage.list(dir) else {
+            continue;
+        };
+        for name in names {
+            if matches!(parse_ckpt_file_name(&name), Some((of, _, _)) if of == id) {
+                let _ = storage.remove(&dir.join(&name));
+            }
+        }
+    }
 }
 
 /// Removes the checkpoints older than `installed` (§4.3).
