@@ -135,9 +135,14 @@ fn inspect_fcc_dir(path: &Path, verbose: bool, out: &mut Stdout) -> Result<Optio
         };
         out.write_str(&text)
             .map_err(|_| out.error(listing_error()))?;
-        files.push((name, bytes));
+        // One file in memory at a time: the plan reads the segments again.
+        files.push((name, summary));
     }
-    let Some(plan) = fcc::recovery_plan(&files) else {
+    let read = |name: &str| {
+        let file = path.join(name);
+        std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))
+    };
+    let Some(plan) = fcc::recovery_plan(&files, read)? else {
         return Ok(Some(
             "no checkpoint slot verifies: recovery fails".to_string(),
         ));

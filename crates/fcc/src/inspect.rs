@@ -8,7 +8,6 @@
 //! ticks.
 
 use std::borrow::Cow;
-use std::convert::Infallible;
 use std::fmt::{self, Write};
 
 use crate::format::{
@@ -171,19 +170,28 @@ pub struct RecoveryPlan {
     pub last_tick: u64,
 }
 
-/// What `recover` would do with the files `files` (name, bytes) of one
-/// directory, following its decision table: the verified slot with the
-/// highest id, then the log as recovery follows it (`follow_log`). `None`: no slot
-/// verifies, and recovery fails.
-pub fn recovery_plan(files: &[(String, Vec<u8>)]) -> Option<RecoveryPlan> {
-    let (checkpoint_id, checkpoint_tick) = files
+/// What `recover` would do with the files of one directory, following its
+/// decision table: the verified slot with the highest id (from each file's
+/// name and its summary by [`inspect_bytes`]), then the log as recovery
+/// follows it (`follow_log`), reading each segment with `read` when the
+/// replay reaches it, one at a time. `Ok(None)`: no slot verifies, and
+/// recovery fails.
+///
+/// # Errors
+///
+/// What `read` returns.
+pub fn recovery_plan<E>(
+    files: &[(String, FccSummary)],
+    mut read: impl FnMut(&str) -> Result<Vec<u8>, E>,
+) -> Result<Option<RecoveryPlan>, E> {
+    let Some((checkpoint_id, checkpoint_tick)) = files
         .iter()
-        .filter_map(|(name, bytes)| {
-            let slot = slot_of(name)?;
-            let ckpt = decode_checkpoint(name, bytes).ok()?;
-            (ckpt.header.id % 2 == slot).then_some((ckpt.header.id, ckpt.header.tick))
-        })
-        .max()?;
+        .filter(|(name, _)| slot_of(name).is_some())
+        .filter_map(|(_, summary)| summary.checkpoint)
+        .max()
+    else {
+        return Ok(None);
+    };
     let mut segments: Vec<(u64, String)> = files
         .iter()
         .filter_map(|(name, _)| {
@@ -192,16 +200,17 @@ pub fn recovery_plan(files: &[(String, Vec<u8>)]) -> Option<RecoveryPlan> {
         })
         .collect();
     segments.sort_unstable();
-    let bytes_of = |name: &str| {
-        let bytes = files.iter().find(|(n, _)| n == name).map(|(_, b)| b);
-        Ok::<_, Infallible>(Cow::Borrowed(bytes.map_or(&[][..], Vec::as_slice)))
-    };
-    let Ok(tick) = follow_log(&segments, checkpoint_tick, bytes_of, |_| {});
-    Some(RecoveryPlan {
+    let tick = follow_log(
+        &segments,
+        checkpoint_tick,
+        |name| read(name).map(Cow::Owned),
+        |_| {},
+    )?;
+    Ok(Some(RecoveryPlan {
         checkpoint_id,
         checkpoint_tick,
         last_tick: tick,
-    })
+    }))
 }
 
 fn segment(
@@ -351,6 +360,20 @@ mod tests {
         );
     }
 
+    /// The plan for `files` (name, bytes), each summarised first.
+    fn plan_of(files: &[(String, Vec<u8>)]) -> Option<RecoveryPlan> {
+        let summaries: Vec<(String, FccSummary)> = files
+            .iter()
+            .map(|(name, bytes)| (name.clone(), run(name, bytes).0))
+            .collect();
+        let read = |name: &str| {
+            let found = files.iter().find(|(n, _)| n == name);
+            Ok::<_, std::convert::Infallible>(found.map(|(_, b)| b.clone()).unwrap_or_default())
+        };
+        let Ok(plan) = recovery_plan(&summaries, read);
+        plan
+    }
+
     #[test]
     fn the_plan_follows_recoverys_table() {
         let files = vec![
@@ -359,7 +382,7 @@ mod tests {
             (log_segment_name(30), segment_bytes(30, 1..15)),
             (log_segment_name(44), segment_bytes(44, 1..3)),
         ];
-        let plan = recovery_plan(&files).unwrap();
+        let plan = plan_of(&files).unwrap();
         assert_eq!(
             (plan.checkpoint_id, plan.checkpoint_tick, plan.last_tick),
             (4, 40, 46)
@@ -367,13 +390,13 @@ mod tests {
         // The newer slot damaged: the older one, and a longer replay.
         let mut damaged = files.clone();
         damaged[0].1[45] ^= 1;
-        let plan = recovery_plan(&damaged).unwrap();
+        let plan = plan_of(&damaged).unwrap();
         assert_eq!((plan.checkpoint_id, plan.last_tick), (3, 46));
         // A checkpoint in the wrong slot is not used.
         let mut wrong = files.clone();
         wrong[0].0 = "ckpt.1".into();
         wrong[1].0 = "ckpt.0".into();
-        assert_eq!(recovery_plan(&wrong), None);
+        assert_eq!(plan_of(&wrong), None);
         let mut out = String::new();
         let summary = inspect_bytes("ckpt.1", &wrong[0].1, false, &mut out)
             .unwrap()
@@ -382,7 +405,7 @@ mod tests {
         // A gap ends the replay.
         let mut gap = files.clone();
         gap[2].1 = segment_bytes(30, 1..12);
-        let plan = recovery_plan(&gap).unwrap();
+        let plan = plan_of(&gap).unwrap();
         assert_eq!(plan.last_tick, 41);
     }
 
