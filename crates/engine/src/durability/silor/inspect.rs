@@ -28,9 +28,21 @@
 //!   a `pepoch` beside it (directories other than 0, a copied file) inspect
 //!   calls damage followed by any intact block corruption, which recovery
 //!   tolerates when every block after it is above the persistent epoch.
-//! * `old_data.<e>`, checkpoint data files and the `checkpoint` metadata are
-//!   synced before they get their name: any damage in them, a torn tail
-//!   included, is corruption.
+//! * `old_data.<e>` and the `checkpoint` metadata are synced before they
+//!   get their name, and the installed checkpoint's data files before it
+//!   is installed: any damage in them, a torn tail included, is corruption.
+//! * Files recovery removes unread (`remove_strays`) are strays whatever
+//!   their damage: a checkpoint's data files other than the installed
+//!   one's (written in place while it runs: a crash or a close leaves
+//!   them), logs wholly below the installed checkpoint's `e_l`, and
+//!   temporaries. The installed checkpoint is known from the `checkpoint`
+//!   file beside the file; a directory with the catalog but no
+//!   `checkpoint` has none installed; in the other directories of a
+//!   multi-directory database inspect cannot tell (pass directory 0).
+//!
+//! Files are read a chunk at a time through the scan recovery uses
+//! (`scan_blocks`), so listing one takes a few chunks of memory whatever
+//! its size.
 //!
 //! Payloads are checked as recovery checks them: block kinds, TIDs (no
 //! status bits; a log entry's TID in its block's epoch), catalog ids in
