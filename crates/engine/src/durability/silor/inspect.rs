@@ -467,7 +467,8 @@ pub fn inspect_file(
         .ok_or_else(|| not_epochdb(path, &head))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let names = storage.list(dir).unwrap_or_default();
-    let stray = stray_reason(name, &installed_checkpoint(storage, dir, &names));
+    let installed = installed_checkpoint(storage, dir, &names);
+    let stray = stray_reason(name, &installed);
     let policy = match format {
         FileFormat::WalLog | FileFormat::WalSdl => {
             TailPolicy::Wal(wal_context(&names, wal_persisted_sdl(storage, dir), name))
@@ -478,7 +479,7 @@ pub fn inspect_file(
     let len = storage.len(path).map_err(io)?;
     writeln!(out, "{}: {format} file, {len} bytes", path.display()).map_err(listing_failed)?;
     let mut summary = inspect_stored(storage, path, format, policy, verbose, Some(&mut *out))?;
-    summary.stray = stray;
+    note_stray(&mut summary, name, &installed);
     writeln!(out, "summary: {}", summary.summary_line()).map_err(listing_failed)?;
     Ok(summary)
 }
@@ -560,6 +561,22 @@ fn stray_reason(name: &str, installed: &Installed) -> Option<String> {
     }
 }
 
+/// Records in `summary` of the file `name` why recovery removes it unread,
+/// if it does; where inspect cannot tell which checkpoint is installed (a
+/// directory other than 0), damage in a checkpoint file says how to find
+/// out.
+fn note_stray(summary: &mut InspectSummary, name: &str, installed: &Installed) {
+    summary.stray = stray_reason(name, installed);
+    let unknown = matches!(installed, Installed::Unknown);
+    if let (true, Some((id, _, _)), Some(Damage::Corrupt { reason, .. })) =
+        (unknown, parse_ckpt_file_name(name), summary.damage.as_mut())
+    {
+        reason.push_str(&format!(
+            " (unless checkpoint {id} is not the installed one, which directory 0's `checkpoint` file names: recovery removes the others unread)"
+        ));
+    }
+}
+
 /// Lists the epochdb files in directory `dir` to `out`, one line each
 /// (name, format, blocks, bytes, contents, damage), then a summary line;
 /// a `wal` database's log subdirectory is listed with them.
@@ -632,7 +649,7 @@ fn list_dir_files(
             _ => tail_policy(name, pepoch.as_ref()),
         };
         let mut file = inspect_stored(storage, &path, format, policy, false, None)?;
-        file.stray = stray;
+        note_stray(&mut file, name, &installed);
         summary.files.push((listed, file));
     }
     Ok(())
@@ -2053,11 +2070,15 @@ mod tests {
         let file =
             inspect_file(&disk, &dir.join("ckpt.3.t0.0"), false, &mut String::new()).unwrap();
         assert!(file.is_corrupt());
-        // A directory other than 0 (no catalog) cannot tell.
+        // A directory other than 0 (no catalog) cannot tell, and says so.
         let disk = self::disk(&[("ckpt.4.t0.0", &torn)]);
-        let file =
-            inspect_file(&disk, &dir.join("ckpt.4.t0.0"), false, &mut String::new()).unwrap();
+        let mut out = String::new();
+        let file = inspect_file(&disk, &dir.join("ckpt.4.t0.0"), false, &mut out).unwrap();
         assert!(file.stray.is_none() && file.is_corrupt());
+        assert!(
+            out.contains("unless checkpoint 4 is not the installed one"),
+            "{out}"
+        );
     }
 
     proptest! {
