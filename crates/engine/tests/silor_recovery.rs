@@ -346,6 +346,44 @@ fn closing_mid_checkpoint_leaves_no_partial_checkpoint_behind() {
     assert_eq!(rows, 1_000_000);
 }
 
+/// Rewrites the first block of `path` as of kind `kind`, its checksum made
+/// valid again: damage only the decoders behind CRC32C can see.
+fn reframe_first_block(path: &Path, kind: u16) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let magic = u32::from_le_bytes(bytes[..4].try_into().unwrap());
+    let version = u16::from_le_bytes(bytes[4..6].try_into().unwrap());
+    let len = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    let end = epochdb_storage::BLOCK_HEADER_BYTES + len;
+    epochdb_storage::seal_block(&mut bytes[..end], magic, version, kind);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_checksummed_block_of_the_wrong_kind_is_refused_as_inspect_flags_it() {
+    for file in ["pepoch", "checkpoint", "directory", "ckpt.1.t0.0"] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = Database::open(config(DurabilityKind::Silor, dir.path())).unwrap();
+            write_batch(&db, 0, 100, 1);
+            db.checkpoint().unwrap();
+        }
+        let path = dir.path().join(file);
+        reframe_first_block(&path, 9);
+        let mut listing = String::new();
+        let storage = epochdb_storage::RealStorage::new();
+        let summary =
+            epochdb_engine::durability::inspect_file(&storage, &path, false, &mut listing).unwrap();
+        assert!(summary.is_corrupt(), "{file}: {listing}");
+        match Database::open(config(DurabilityKind::Silor, dir.path())) {
+            Err(OpenError::Durability(DurabilityError::Corrupt(text))) => {
+                assert!(text.contains("block kind 9"), "{file}: {text}");
+            }
+            Err(other) => panic!("{file}: {other}"),
+            Ok(_) => panic!("{file}: a block of kind 9 was recovered"),
+        }
+    }
+}
+
 #[test]
 fn log_mode_refuses_checkpoints_and_needs_a_directory() {
     let dir = tempfile::tempdir().unwrap();

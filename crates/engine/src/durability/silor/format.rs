@@ -281,11 +281,16 @@ pub(crate) struct LogBlock<'a> {
     body: Reader<'a>,
 }
 
+/// Epochs (and log sequence numbers, which follow them) from here on are
+/// damage: recovery goes on from the largest it reads plus one, which must
+/// still fit a TID.
+const LAST_EPOCH: u64 = EPOCH_LIMIT - 1;
+
 /// Parses a log block's payload.
 pub(crate) fn parse_log_block(payload: &[u8]) -> Result<LogBlock<'_>, Malformed> {
     let mut body = Reader::new(payload);
     let epoch = body.u64("log block epoch")?;
-    if epoch >= EPOCH_LIMIT {
+    if epoch >= LAST_EPOCH {
         return Err(Malformed("log block epoch does not fit a TID"));
     }
     Ok(LogBlock { epoch, body })
@@ -331,6 +336,11 @@ pub(crate) fn parse_log_header(payload: &[u8]) -> Result<u64, Malformed> {
     if !reader.is_empty() {
         return Err(Malformed("trailing bytes after a log header"));
     }
+    if seq >= LAST_EPOCH {
+        // The logger takes the epoch as the next sequence number, and
+        // recovery the largest sequence as an epoch to go on from.
+        return Err(Malformed("log header sequence does not fit an epoch"));
+    }
     Ok(seq)
 }
 
@@ -368,7 +378,7 @@ impl PepochRecord {
     pub(crate) fn parse(payload: &[u8]) -> Result<Self, Malformed> {
         let mut reader = Reader::new(payload);
         let e_p = reader.u64("pepoch e_p")?;
-        if e_p >= EPOCH_LIMIT {
+        if e_p >= LAST_EPOCH {
             return Err(Malformed("pepoch e_p does not fit a TID"));
         }
         let count = reader.u32("pepoch directory count")?;
@@ -408,6 +418,9 @@ pub(crate) fn parse_dir_identity(payload: &[u8]) -> Result<(u32, u32), Malformed
     let count = reader.u32("directory count")?;
     if !reader.is_empty() {
         return Err(Malformed("trailing bytes after a directory identity"));
+    }
+    if index >= count {
+        return Err(Malformed("a directory index past the directory count"));
     }
     Ok((index, count))
 }
@@ -556,15 +569,31 @@ impl CheckpointMeta {
         let dirs = reader.u32("meta dirs")?;
         let table_count = reader.u32("meta table count")?;
         let mut tables = Vec::new();
-        for _ in 0..table_count {
+        for position in 0..table_count {
             let id = reader.u32("meta table id")?;
+            if id != position {
+                return Err(Malformed("a checkpoint table out of its position"));
+            }
             tables.push((id, reader.string("meta table name")?));
         }
         let file_count = reader.u32("meta file count")?;
         let mut files = Vec::new();
         for _ in 0..file_count {
             let dir = reader.u32("meta file dir")?;
+            if dir >= dirs {
+                return Err(Malformed("a checkpoint file in a directory past meta dirs"));
+            }
             let name = reader.string("meta file name")?;
+            match super::files::parse_ckpt_file_name(&name) {
+                None => return Err(Malformed("a checkpoint file name that is not one")),
+                // Recovery removes every checkpoint file of another id.
+                Some((of, _, _)) if of != id => {
+                    return Err(Malformed(
+                        "a file of another checkpoint in checkpoint metadata",
+                    ))
+                }
+                Some(_) => {}
+            }
             files.push((dir, name, reader.u64("meta file bytes")?));
         }
         let mut sessions = Vec::new();
@@ -676,10 +705,34 @@ mod tests {
             e_h: 12,
             dirs: 2,
             tables: vec![(0, "a".into()), (1, "bb".into())],
-            files: vec![(0, "t0.0.0".into(), 100), (1, "t1.1.0".into(), 5)],
+            files: vec![(0, "ckpt.3.t0.0".into(), 100), (1, "ckpt.3.t1.0".into(), 5)],
             sessions: Vec::new(),
         };
         let bytes = meta.encode();
+        // Damage behind the checksum that recovery and inspect both refuse:
+        // a file in a directory past `dirs`, a name that is not a
+        // checkpoint file's, a table out of its position.
+        let bad = |meta: CheckpointMeta| {
+            let bytes = meta.encode();
+            let (block, _) = decode_block(&bytes, 0, META_MAGIC).unwrap().unwrap();
+            CheckpointMeta::parse(block.payload).unwrap_err()
+        };
+        bad(CheckpointMeta {
+            files: vec![(2, "ckpt.3.t0.0".into(), 100)],
+            ..meta.clone()
+        });
+        bad(CheckpointMeta {
+            files: vec![(0, "ckpt.3.x0.0".into(), 100)],
+            ..meta.clone()
+        });
+        bad(CheckpointMeta {
+            tables: vec![(1, "a".into())],
+            ..meta.clone()
+        });
+        bad(CheckpointMeta {
+            id: 4,
+            ..meta.clone()
+        });
         let (block, _) = decode_block(&bytes, 0, META_MAGIC).unwrap().unwrap();
         assert_eq!(CheckpointMeta::parse(block.payload).unwrap(), meta);
         // With the cpr mode's session section.

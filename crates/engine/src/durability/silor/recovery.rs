@@ -26,8 +26,9 @@ use super::format::{
     encode_catalog_header, encode_cpr_marker, encode_dir_identity, parse_catalog_table,
     parse_ckpt_block, parse_dir_identity, parse_log_block, parse_log_header, versioned_blocks,
     BlockError, CheckpointMeta, PepochRecord, SyncedLog, CATALOG_MAGIC, CKPT_MAGIC, CPR_MAGIC,
-    DIR_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_LOG, KIND_LOG_HEADER,
-    LOG_MAGIC, META_MAGIC, PEPOCH_MAGIC,
+    DIR_MAGIC, FORMAT_VERSION, KIND_CATALOG_HEADER, KIND_CATALOG_TABLE, KIND_CKPT, KIND_CPR,
+    KIND_DIR, KIND_LOG, KIND_LOG_HEADER, KIND_META, KIND_PEPOCH, LOG_MAGIC, META_MAGIC,
+    PEPOCH_MAGIC,
 };
 use super::reader::{read_rest, scan_blocks, ScanEnd};
 use crate::config::PointIndexes;
@@ -155,6 +156,15 @@ fn io(error: StorageError) -> DurabilityError {
 
 fn corrupt(path: &Path, error: impl std::fmt::Display) -> DurabilityError {
     DurabilityError::Corrupt(format!("{}: {error}", path.display()))
+}
+
+/// A checksummed block of a kind its file does not hold: damage (or a
+/// format this build does not know), refused as `epochdb inspect` flags it.
+fn wrong_kind(path: &Path, offset: u64, kind: u16) -> DurabilityError {
+    corrupt(
+        path,
+        format!("offset {offset}: block kind {kind} does not belong in this file"),
+    )
 }
 
 fn block_error(path: &Path, error: BlockError) -> DurabilityError {
@@ -350,7 +360,15 @@ fn check_layout(storage: &dyn Storage, dir0: &Path, layout: Layout) -> Result<()
         Layout::CheckpointsOnly => {
             let data = storage.read(&marker).map_err(io)?;
             match decode_block(&data, 0, CPR_MAGIC) {
-                Ok(Some((block, _))) if block.version == FORMAT_VERSION => Ok(()),
+                Ok(Some((block, _))) if block.version == FORMAT_VERSION => {
+                    if block.kind != KIND_CPR {
+                        Err(wrong_kind(&marker, 0, block.kind))
+                    } else if block.payload != b"cpr" {
+                        Err(corrupt(&marker, "not a cpr marker's payload"))
+                    } else {
+                        Ok(())
+                    }
+                }
                 Ok(Some((block, _))) => Err(block_error(
                     &marker,
                     BlockError::Version {
@@ -383,6 +401,13 @@ fn check_identities(storage: &dyn Storage, dirs: &[PathBuf]) -> Result<(), Durab
             Ok(None) => return Err(corrupt(&path, "empty directory identity")),
             Err(error) => return Err(corrupt(&path, error)),
         };
+        if block.version != FORMAT_VERSION {
+            let found = block.version;
+            return Err(block_error(&path, BlockError::Version { offset: 0, found }));
+        }
+        if block.kind != KIND_DIR {
+            return Err(wrong_kind(&path, 0, block.kind));
+        }
         let (found_index, found_count) =
             parse_dir_identity(block.payload).map_err(|e| corrupt(&path, e))?;
         if (found_index, found_count) != (index as u32, count) {
@@ -478,6 +503,9 @@ pub(crate) fn read_meta(
             },
         ));
     }
+    if block.kind != KIND_META {
+        return Err(wrong_kind(&path, 0, block.kind));
+    }
     if end != data.len() {
         return Err(corrupt(&path, "trailing bytes after checkpoint metadata"));
     }
@@ -502,6 +530,9 @@ pub(crate) fn read_pepoch(
     for item in versioned_blocks(&data, PEPOCH_MAGIC) {
         match item {
             Ok((offset, block)) => {
+                if block.kind != KIND_PEPOCH {
+                    return Err(wrong_kind(&path, offset as u64, block.kind));
+                }
                 let record = PepochRecord::parse(block.payload)
                     .map_err(|e| corrupt(&path, format!("offset {offset}: {e}")))?;
                 if record.e_p >= last.e_p {
@@ -570,12 +601,14 @@ pub(crate) fn load_checkpoint(
             ));
         };
         let dir_path = dirs.get(*dir as usize).ok_or_else(|| {
-            DurabilityError::Corrupt(format!(
-                "checkpoint {} spans {} directories, but {} are configured",
-                meta.id,
-                meta.dirs,
-                dirs.len()
-            ))
+            corrupt(
+                &dirs[0].join(CHECKPOINT_META),
+                format!(
+                    "checkpoint {} names {name} in directory {dir}, but {} directories are configured",
+                    meta.id,
+                    dirs.len()
+                ),
+            )
         })?;
         groups
             .entry((*dir, j))
@@ -655,6 +688,9 @@ fn load_checkpoint_file(
         |offset, block| {
             progress.reached(offset);
             let at = |e: &dyn std::fmt::Display| corrupt(path, format!("offset {offset}: {e}"));
+            if block.kind != KIND_CKPT {
+                return Err(wrong_kind(path, offset, block.kind));
+            }
             let mut parsed = parse_ckpt_block(block.payload).map_err(|e| at(&e))?;
             let Some(table) = tables.get(parsed.table as usize) else {
                 return Err(at(&format!("unknown table {}", parsed.table)));
