@@ -163,3 +163,68 @@ fn an_sdl_file_without_a_valid_slot_is_corrupt() {
     assert_eq!(out.matches("slot ").count(), 2, "{out}");
     assert!(Database::open(config(&storage)).is_err());
 }
+
+/// Makes the PUT record of key `n` malformed (its key length overruns the
+/// record), the entry's checksum made valid again: damage only the record
+/// decoder behind CRC32C sees.
+fn break_put_record(storage: &SimStorage, log: &Path, n: u64) {
+    let mut data = storage.read(log).unwrap();
+    let mut needle = n.to_be_bytes().to_vec();
+    needle.extend_from_slice(&24u32.to_le_bytes());
+    needle.extend_from_slice(&[7u8; 24]);
+    let key_at = data
+        .windows(needle.len())
+        .position(|w| w == needle.as_slice())
+        .expect("the put is logged");
+    let magic = u32::from_le_bytes(data[..4].try_into().unwrap());
+    let (block_at, block) = epochdb_storage::blocks(&data, magic)
+        .map(Result::unwrap)
+        .find(|(at, block)| {
+            *at <= key_at && key_at < at + epochdb_storage::BLOCK_HEADER_BYTES + block.payload.len()
+        })
+        .expect("a block holds it");
+    let (version, kind, len) = (block.version, block.kind, block.payload.len());
+    data[key_at - 4..key_at].copy_from_slice(&200u32.to_le_bytes());
+    let end = block_at + epochdb_storage::BLOCK_HEADER_BYTES + len;
+    epochdb_storage::seal_block(&mut data[block_at..end], magic, version, kind);
+    let file = storage.open(log).unwrap();
+    file.write_at(block_at as u64, &data[block_at..end])
+        .unwrap();
+    file.sync().unwrap();
+}
+
+#[test]
+fn a_malformed_record_the_checkpoint_covers_is_not_corruption() {
+    for (n, covered) in [(3, true), (KEYS + 5, false)] {
+        let storage = SimStorage::new(6);
+        {
+            let db = Database::open(config(&storage)).unwrap();
+            let table = db.create_table("accounts").unwrap();
+            let mut worker = db.worker().unwrap();
+            for n in 0..2 * KEYS {
+                let ((), ticket) = worker
+                    .run(|tx| tx.put(table, &n.to_be_bytes(), &[7u8; 24]))
+                    .unwrap();
+                ticket.wait().unwrap();
+                if n == KEYS {
+                    db.checkpoint().unwrap();
+                }
+            }
+            drop(worker);
+            db.shutdown().unwrap();
+        }
+        let log = log_file(&storage);
+        break_put_record(&storage, &log, n);
+        let mut out = String::new();
+        let summary = inspect_file(&storage, &log, true, &mut out).unwrap();
+        let recovered = Database::open(config(&storage));
+        if covered {
+            assert!(!summary.is_corrupt(), "{out}");
+            assert!(out.contains("not replayed"), "{out}");
+            assert!(recovered.is_ok(), "{:?}", recovered.err());
+        } else {
+            assert!(summary.is_corrupt(), "{out}");
+            assert!(recovered.is_err());
+        }
+    }
+}

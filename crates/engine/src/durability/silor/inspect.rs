@@ -269,6 +269,23 @@ pub struct InspectSummary {
     pub stray: Option<String>,
     /// The decoded metadata of a `checkpoint` file, for cross-checks.
     meta: Option<CheckpointMeta>,
+    /// What other files must agree with, for cross-checks.
+    facts: Facts,
+}
+
+/// What one file says that recovery checks against the other files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Facts {
+    /// The newest epoch of a checkpoint data file's records (recovery
+    /// refuses one past the checkpoint's `e_h`).
+    newest_epoch: u64,
+    /// The largest table id written by a checkpoint data file or by the
+    /// log blocks recovery replays (it must be in the catalog).
+    max_table: Option<u32>,
+    /// A catalog's table count.
+    catalog_tables: Option<u32>,
+    /// A directory identity: the directory's index and the count.
+    directory: Option<(u32, u32)>,
 }
 
 impl InspectSummary {
@@ -290,6 +307,7 @@ impl InspectSummary {
             damage,
             stray: None,
             meta: None,
+            facts: Facts::default(),
         }
     }
 
@@ -348,6 +366,21 @@ impl DirSummary {
     }
 }
 
+/// The epochs whose log blocks recovery replays: from the installed
+/// checkpoint's `e_l` to the persistent epoch (silor §5.2), as far as the
+/// directory tells (all of them where it does not).
+type Epochs = std::ops::RangeInclusive<u64>;
+
+/// [`Epochs`] for a directory whose installed checkpoint is `installed`
+/// and whose `pepoch` file (directory 0's) holds `pepoch`.
+fn replayed_epochs(installed: &Installed, pepoch: Option<&PepochRecord>) -> Epochs {
+    let e_l = match installed {
+        Installed::Checkpoint(meta) => meta.e_l,
+        _ => 0,
+    };
+    e_l..=pepoch.map_or(u64::MAX, |p| p.e_p)
+}
+
 /// How the file's name says a decoding failure must be judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TailPolicy {
@@ -367,7 +400,11 @@ enum TailPolicy {
 
 /// What the `wal` mode's recovery would know about the file `name` in a log
 /// directory holding `names`, whose SDL file holds `persisted_sdl`.
-fn wal_context(names: &[String], persisted_sdl: Option<u64>, name: &str) -> WalLogContext {
+fn wal_context(
+    names: &[String],
+    (persisted_sdl, replay_from): (Option<u64>, Option<u64>),
+    name: &str,
+) -> WalLogContext {
     let start = epochdb_wal::inspect::log_file_start(name);
     let last = names
         .iter()
@@ -377,6 +414,19 @@ fn wal_context(names: &[String], persisted_sdl: Option<u64>, name: &str) -> WalL
         start,
         persisted_sdl,
         last,
+        replay_from,
+    }
+}
+
+/// The LSN the `wal` mode's recovery replays the log directory `wal_dir`
+/// from: the start of the checkpoint installed in the database directory
+/// above it (its `e_l`), if there is one.
+fn wal_replay_from(storage: &dyn Storage, wal_dir: &Path) -> Option<u64> {
+    let db_dir = wal_dir.parent()?;
+    let names = storage.list(db_dir).ok()?;
+    match installed_checkpoint(storage, db_dir, &names) {
+        Installed::Checkpoint(meta) => Some(meta.e_l),
+        _ => None,
     }
 }
 
@@ -426,13 +476,21 @@ fn last_pepoch(data: &[u8]) -> Option<PepochRecord> {
     last
 }
 
-/// The `pepoch` record beside `path`, when `path` is a `data.log`.
-fn sibling_pepoch(storage: &dyn Storage, path: &Path) -> Option<PepochRecord> {
-    if parse_log_name(file_name(path)) != Some(LogName::Current) {
-        return None;
+/// The `pepoch` record recovery takes in the directory `dir` holding
+/// `names`: in directory 0 (the one with the catalog) the file's last
+/// record, or none at all (e_p 0) where the file is missing or holds no
+/// record yet, as `read_pepoch` does; elsewhere `None` (unknown).
+fn dir_pepoch(storage: &dyn Storage, dir: &Path, names: &[String]) -> Option<PepochRecord> {
+    let record = storage
+        .read(&dir.join(PEPOCH))
+        .ok()
+        .and_then(|data| last_pepoch(&data));
+    let dir0 = names.iter().any(|n| n == CATALOG);
+    if dir0 {
+        Some(record.unwrap_or_default())
+    } else {
+        record
     }
-    let data = storage.read(&path.with_file_name(PEPOCH)).ok()?;
-    last_pepoch(&data)
 }
 
 fn listing_failed(_: fmt::Error) -> DurabilityError {
@@ -468,17 +526,24 @@ pub fn inspect_file(
     let dir = path.parent().unwrap_or(Path::new("."));
     let names = storage.list(dir).unwrap_or_default();
     let installed = installed_checkpoint(storage, dir, &names);
+    let pepoch = dir_pepoch(storage, dir, &names);
     let stray = stray_reason(name, &installed);
     let policy = match format {
         FileFormat::WalLog | FileFormat::WalSdl => {
-            TailPolicy::Wal(wal_context(&names, wal_persisted_sdl(storage, dir), name))
+            let wal = (
+                wal_persisted_sdl(storage, dir),
+                wal_replay_from(storage, dir),
+            );
+            TailPolicy::Wal(wal_context(&names, wal, name))
         }
         _ if stray.is_some() => TailPolicy::Appended,
-        _ => tail_policy(name, sibling_pepoch(storage, path).as_ref()),
+        _ => tail_policy(name, pepoch.as_ref()),
     };
+    let replayed = replayed_epochs(&installed, pepoch.as_ref());
     let len = storage.len(path).map_err(io)?;
     writeln!(out, "{}: {format} file, {len} bytes", path.display()).map_err(listing_failed)?;
-    let mut summary = inspect_stored(storage, path, format, policy, verbose, Some(&mut *out))?;
+    let judged = (policy, replayed);
+    let mut summary = inspect_stored(storage, path, format, judged, verbose, Some(&mut *out))?;
     note_stray(&mut summary, name, &installed);
     writeln!(out, "summary: {}", summary.summary_line()).map_err(listing_failed)?;
     Ok(summary)
@@ -520,7 +585,8 @@ fn installed_checkpoint(storage: &dyn Storage, dir: &Path, names: &[String]) -> 
     if names.iter().any(|n| n == CHECKPOINT_META) {
         let path = dir.join(CHECKPOINT_META);
         let format = FileFormat::CheckpointMeta;
-        match inspect_stored(storage, &path, format, TailPolicy::Synced, false, None) {
+        let judged = (TailPolicy::Synced, 0..=u64::MAX);
+        match inspect_stored(storage, &path, format, judged, false, None) {
             Ok(summary) if !summary.is_corrupt() => summary
                 .meta
                 .map_or(Installed::Unknown, Installed::Checkpoint),
@@ -603,6 +669,7 @@ pub fn inspect_dir(
         }
     }
     check_checkpoint_files(storage, dir, &mut summary);
+    check_across_files(storage, dir, &mut summary);
     write_dir_listing(dir, &summary, out).map_err(listing_failed)?;
     Ok(summary)
 }
@@ -616,12 +683,11 @@ fn list_dir_files(
 ) -> Result<(), DurabilityError> {
     let io = |e: StorageError| DurabilityError::from_storage(&e);
     let names = storage.list(dir).map_err(io)?;
-    let pepoch = if names.iter().any(|name| name == PEPOCH) {
-        last_pepoch(&storage.read(&dir.join(PEPOCH)).map_err(io)?)
-    } else {
-        None
-    };
-    let wal_sdl = wal_persisted_sdl(storage, dir);
+    let pepoch = dir_pepoch(storage, dir, &names);
+    let wal = (
+        wal_persisted_sdl(storage, dir),
+        wal_replay_from(storage, dir),
+    );
     let installed = installed_checkpoint(storage, dir, &names);
     for name in &names {
         let path = dir.join(name);
@@ -643,12 +709,13 @@ fn list_dir_files(
         let stray = stray_reason(name, &installed);
         let policy = match format {
             FileFormat::WalLog | FileFormat::WalSdl => {
-                TailPolicy::Wal(wal_context(&names, wal_sdl, name))
+                TailPolicy::Wal(wal_context(&names, wal, name))
             }
             _ if stray.is_some() => TailPolicy::Appended,
             _ => tail_policy(name, pepoch.as_ref()),
         };
-        let mut file = inspect_stored(storage, &path, format, policy, false, None)?;
+        let judged = (policy, replayed_epochs(&installed, pepoch.as_ref()));
+        let mut file = inspect_stored(storage, &path, format, judged, false, None)?;
         note_stray(&mut file, name, &installed);
         summary.files.push((listed, file));
     }
@@ -682,6 +749,85 @@ fn check_checkpoint_files(storage: &dyn Storage, dir: &Path, summary: &mut DirSu
             )),
         }
     }
+}
+
+/// What recovery checks between directory 0's files beyond the
+/// checkpoint's file list: its `e_h` against `pepoch`'s persistent epoch
+/// (not in the `cpr` mode, which has no log), its records' epochs against
+/// `e_h`, and the tables the checkpoint and the replayed log write against
+/// the catalog.
+fn check_across_files(storage: &dyn Storage, dir: &Path, summary: &mut DirSummary) {
+    let find = |format: FileFormat| {
+        summary
+            .files
+            .iter()
+            .find(|(name, f)| f.format == format && !name.contains('/'))
+            .map(|(_, f)| f)
+    };
+    let meta = find(FileFormat::CheckpointMeta).and_then(|f| f.meta.clone());
+    let catalog_tables = find(FileFormat::Catalog).and_then(|f| f.facts.catalog_tables);
+    let cpr = find(FileFormat::CprMarker).is_some();
+    let identity = find(FileFormat::Directory).and_then(|f| f.facts.directory);
+    let mut problems = Vec::new();
+    // The catalog lives in directory 0 only.
+    if let (Some((index, _)), Some(_)) = (identity, catalog_tables) {
+        if index != 0 {
+            problems.push(format!(
+                "the directory holds the catalog, so it is directory 0, but its identity says directory {index}"
+            ));
+        }
+    }
+    let names = storage.list(dir).unwrap_or_default();
+    let pepoch = dir_pepoch(storage, dir, &names);
+    let logs = pepoch.as_ref().map_or(0, |p| p.logs.len() as u32);
+    if let (Some((_, dirs)), true) = (identity, logs > 0) {
+        if dirs != logs {
+            problems.push(format!(
+                "the directory identity counts {dirs} directories, but pepoch records the logs of {logs}"
+            ));
+        }
+    }
+    if let (Some((_, dirs)), Some(meta)) = (identity, &meta) {
+        if dirs != meta.dirs {
+            problems.push(format!(
+                "the directory identity counts {dirs} directories, but checkpoint {} spans {}",
+                meta.id, meta.dirs
+            ));
+        }
+    }
+    if let (Some(meta), false) = (&meta, cpr) {
+        let e_p = pepoch.as_ref().map(|p| p.e_p);
+        if let Some(e_p) = e_p.filter(|&e_p| meta.e_h > e_p) {
+            problems.push(format!(
+                "checkpoint {} ends at epoch {}, but pepoch says only {e_p} is persistent",
+                meta.id, meta.e_h
+            ));
+        }
+    }
+    for (name, file) in &summary.files {
+        if file.stray.is_some() || name.contains('/') {
+            continue;
+        }
+        // (The `wal` mode, with no catalog, keeps LSNs in e_l and e_h.)
+        let installed = parse_ckpt_file_name(name)
+            .zip(meta.as_ref())
+            .filter(|((id, _, _), meta)| *id == meta.id && catalog_tables.is_some());
+        if let Some((_, meta)) = installed.filter(|(_, m)| file.facts.newest_epoch > m.e_h) {
+            problems.push(format!(
+                "{name} holds a record of epoch {}, past checkpoint {}'s e_h {}",
+                file.facts.newest_epoch, meta.id, meta.e_h
+            ));
+        }
+        if let (Some(table), Some(tables)) = (file.facts.max_table, catalog_tables) {
+            if table >= tables {
+                problems.push(format!(
+                    "{name} writes table {table}, but the catalog holds {}",
+                    count(u64::from(tables), "table", "tables")
+                ));
+            }
+        }
+    }
+    summary.problems.extend(problems);
 }
 
 fn write_dir_listing(dir: &Path, summary: &DirSummary, out: &mut dyn Write) -> fmt::Result {
@@ -775,7 +921,7 @@ fn inspect_stored(
     storage: &dyn Storage,
     path: &Path,
     format: FileFormat,
-    policy: TailPolicy,
+    (policy, replayed): (TailPolicy, Epochs),
     verbose: bool,
     out: Option<&mut dyn Write>,
 ) -> Result<InspectSummary, DurabilityError> {
@@ -799,7 +945,8 @@ fn inspect_stored(
         }
         _ => {}
     }
-    let mut lister = BlockLister::new(format, policy, verbose, out).map_err(listing_failed)?;
+    let mut lister =
+        BlockLister::new(format, (policy, replayed), verbose, out).map_err(listing_failed)?;
     let (end, len) = scan_blocks::<ListFailure>(
         storage,
         path,
@@ -835,7 +982,7 @@ impl<'o> BlockLister<'o> {
     /// A lister that has written the column header to `out`.
     fn new(
         format: FileFormat,
-        policy: TailPolicy,
+        (policy, replayed): (TailPolicy, Epochs),
         verbose: bool,
         mut out: Option<&'o mut dyn Write>,
     ) -> Result<Self, fmt::Error> {
@@ -847,7 +994,7 @@ impl<'o> BlockLister<'o> {
             )?;
         }
         Ok(Self {
-            decoder: Decoder::new(format),
+            decoder: Decoder::new(format, replayed),
             policy,
             verbose,
             blocks: 0,
@@ -960,7 +1107,7 @@ impl<'o> BlockLister<'o> {
             }
         }
         let format = self.decoder.format;
-        let (detail, entries, meta) = self.decoder.finish();
+        let (detail, entries, meta, facts) = self.decoder.finish();
         Ok(InspectSummary {
             format,
             blocks: self.blocks,
@@ -970,6 +1117,7 @@ impl<'o> BlockLister<'o> {
             damage: self.damage,
             stray: None,
             meta,
+            facts,
         })
     }
 }
@@ -1087,6 +1235,9 @@ pub(crate) fn tid_text(raw: u64) -> String {
 /// Per-format decoding state across the blocks of one file.
 struct Decoder {
     format: FileFormat,
+    /// The epochs recovery replays: log blocks outside them are skipped
+    /// unread, so damage inside their entries is not corruption.
+    replayed: Epochs,
     entries: u64,
     writes: u64,
     epochs: Option<(u64, u64)>,
@@ -1099,12 +1250,14 @@ struct Decoder {
     meta: Option<CheckpointMeta>,
     directory: Option<(u32, u32)>,
     cpr_marker: bool,
+    facts: Facts,
 }
 
 impl Decoder {
-    fn new(format: FileFormat) -> Self {
+    fn new(format: FileFormat, replayed: Epochs) -> Self {
         Self {
             format,
+            replayed,
             entries: 0,
             writes: 0,
             epochs: None,
@@ -1116,6 +1269,7 @@ impl Decoder {
             meta: None,
             directory: None,
             cpr_marker: false,
+            facts: Facts::default(),
         }
     }
 
@@ -1181,10 +1335,33 @@ impl Decoder {
         let epoch = parsed.epoch;
         let mut writes = Vec::new();
         let (mut entries, mut write_count) = (0u64, 0u64);
-        while let Some(raw) = parsed.next_entry(&mut writes)? {
-            check_log_tid(raw, epoch)?;
-            entries += 1;
-            write_count += writes.len() as u64;
+        let counted = (|| {
+            while let Some(raw) = parsed.next_entry(&mut writes)? {
+                check_log_tid(raw, epoch)?;
+                entries += 1;
+                write_count += writes.len() as u64;
+            }
+            Ok::<_, Problem>(())
+        })();
+        if let Err(Problem::Payload(reason)) = &counted {
+            if !self.replayed.contains(&epoch) {
+                // Recovery skips the block by its epoch (`replay_file`).
+                write!(
+                    text,
+                    "log epoch {epoch}: {reason} (outside the epochs {}..={} recovery replays: not read)",
+                    self.replayed.start(),
+                    self.replayed.end()
+                )?;
+                return Ok(());
+            }
+        }
+        counted?;
+        if self.replayed.contains(&epoch) {
+            let mut parsed = parse_log_block(payload)?;
+            while parsed.next_entry(&mut writes)?.is_some() {
+                let most = writes.iter().map(|w| w.table).max();
+                self.facts.max_table = self.facts.max_table.max(most);
+            }
         }
         write!(
             text,
@@ -1310,7 +1487,10 @@ impl Decoder {
         while let Some(record) = parsed.next_record()? {
             check_ckpt_tid(record.tid)?;
             records += 1;
+            let epoch = Tid::from_raw(record.tid).epoch();
+            self.facts.newest_epoch = self.facts.newest_epoch.max(epoch);
         }
+        self.facts.max_table = self.facts.max_table.max(Some(table));
         write!(
             text,
             "checkpoint table {table}: {}",
@@ -1408,7 +1588,11 @@ impl Decoder {
     }
 
     /// The one-line detail, entries, and the metadata.
-    fn finish(self) -> (String, u64, Option<CheckpointMeta>) {
+    fn finish(mut self) -> (String, u64, Option<CheckpointMeta>, Facts) {
+        if self.format == FileFormat::Catalog && self.catalog_header.is_some() {
+            self.facts.catalog_tables = Some(self.catalog_tables);
+        }
+        self.facts.directory = self.directory;
         let detail = match self.format {
             FileFormat::Log => match self.epochs {
                 Some((low, high)) => format!(
@@ -1456,7 +1640,7 @@ impl Decoder {
             FileFormat::CprMarker => "empty".into(),
             FileFormat::WalLog | FileFormat::WalSdl => String::new(),
         };
-        (detail, self.entries, self.meta)
+        (detail, self.entries, self.meta, self.facts)
     }
 }
 
@@ -2014,9 +2198,11 @@ mod tests {
         }
         .encode();
         let catalog = encode_catalog_header();
+        let pepoch = encode_pepoch(20);
         let files: Vec<(&str, &[u8])> = vec![
             ("catalog", &catalog),
             ("checkpoint", &meta),
+            ("pepoch", &pepoch),
             ("ckpt.4.t0.0", &torn),
             ("old_data.6", &broken_old),
             ("old_data.11", &old),
@@ -2081,6 +2267,155 @@ mod tests {
         );
     }
 
+    /// A log block of `epoch` whose one entry promises two writes and
+    /// holds one: framed and checksummed, malformed inside.
+    fn malformed_log_block(epoch: u64) -> Vec<u8> {
+        let mut buffer = Vec::new();
+        start_log_block(&mut buffer, epoch);
+        put_entry_header(&mut buffer, tid(epoch, 1), 2);
+        put_write(&mut buffer, 0, b"k", Some(b"v"));
+        seal_log_block(&mut buffer);
+        buffer
+    }
+
+    #[test]
+    fn log_blocks_recovery_skips_by_their_epoch_are_not_corruption() {
+        let meta = CheckpointMeta {
+            id: 3,
+            e_l: 10,
+            e_h: 12,
+            dirs: 1,
+            tables: vec![(0, "t".into())],
+            files: vec![],
+            sessions: vec![],
+        }
+        .encode();
+        let mut catalog = encode_catalog_header();
+        catalog.extend(encode_catalog_table(0, "t"));
+        let pepoch = PepochRecord {
+            e_p: 20,
+            logs: vec![SyncedLog { seq: 1, len: 0 }],
+        }
+        .encode();
+        for (epoch, replayed) in [(5, false), (11, true), (25, false)] {
+            let mut old = log_block(11, &[(tid(11, 0), &[(0, b"k1", Some(b"abc"))])]);
+            old.extend(malformed_log_block(epoch));
+            let files: Vec<(&str, &[u8])> = vec![
+                ("catalog", &catalog),
+                ("checkpoint", &meta),
+                ("pepoch", &pepoch),
+                ("old_data.30", &old),
+            ];
+            let disk = disk(&files);
+            let mut out = String::new();
+            let path = Path::new("/db/old_data.30");
+            let summary = inspect_file(&disk, path, false, &mut out).unwrap();
+            assert_eq!(summary.is_corrupt(), replayed, "epoch {epoch}: {out}");
+            assert_eq!(
+                out.contains("recovery replays: not read"),
+                !replayed,
+                "{out}"
+            );
+            let mut out = String::new();
+            let listing = inspect_dir(&disk, Path::new("/db"), &mut out).unwrap();
+            assert_eq!(
+                listing.corrupt(),
+                usize::from(replayed),
+                "epoch {epoch}: {out}"
+            );
+        }
+    }
+
+    #[test]
+    fn files_that_disagree_are_reported_as_recovery_refuses_them() {
+        let mut catalog = encode_catalog_header();
+        catalog.extend(encode_catalog_table(0, "t"));
+        let mut ckpt = Vec::new();
+        start_ckpt_block(&mut ckpt, 0);
+        put_ckpt_record(&mut ckpt, b"a", tid(12, 1), b"value");
+        seal_ckpt_block(&mut ckpt);
+        let meta = |e_h: u64, bytes: usize| {
+            CheckpointMeta {
+                id: 3,
+                e_l: 10,
+                e_h,
+                dirs: 1,
+                tables: vec![(0, "t".into())],
+                files: vec![(0, "ckpt.3.t0.0".into(), bytes as u64)],
+                sessions: vec![],
+            }
+            .encode()
+        };
+        let pepoch = |e_p: u64| {
+            PepochRecord {
+                e_p,
+                logs: vec![SyncedLog { seq: 1, len: 0 }],
+            }
+            .encode()
+        };
+        let log = log_block(14, &[(tid(14, 0), &[(0, b"k1", Some(b"abc"))])]);
+        let listing = |meta: &[u8], pepoch: &[u8], ckpt: &[u8], log: &[u8]| {
+            let disk = disk(&[
+                ("catalog", &catalog),
+                ("checkpoint", meta),
+                ("pepoch", pepoch),
+                ("ckpt.3.t0.0", ckpt),
+                ("data.log", log),
+            ]);
+            let mut out = String::new();
+            let summary = inspect_dir(&disk, Path::new("/db"), &mut out).unwrap();
+            (summary.problems, out)
+        };
+        let (problems, out) = listing(&meta(12, ckpt.len()), &pepoch(20), &ckpt, &log);
+        assert!(problems.is_empty(), "{out}");
+        // e_h past the persistent epoch.
+        let (problems, out) = listing(&meta(12, ckpt.len()), &pepoch(11), &ckpt, &log);
+        assert_eq!(problems.len(), 1, "{out}");
+        assert!(out.contains("pepoch says only 11 is persistent"), "{out}");
+        // A record past e_h.
+        let (problems, out) = listing(&meta(11, ckpt.len()), &pepoch(20), &ckpt, &log);
+        assert_eq!(problems.len(), 1, "{out}");
+        assert!(
+            out.contains("record of epoch 12, past checkpoint 3's e_h 11"),
+            "{out}"
+        );
+        // Tables the catalog does not hold, in the checkpoint and in a
+        // replayed log block (one recovery skips is not checked).
+        let mut other = Vec::new();
+        start_ckpt_block(&mut other, 2);
+        put_ckpt_record(&mut other, b"a", tid(12, 1), b"value");
+        seal_ckpt_block(&mut other);
+        let log2 = log_block(14, &[(tid(14, 0), &[(5, b"k1", Some(b"abc"))])]);
+        let (problems, out) = listing(&meta(12, other.len()), &pepoch(20), &other, &log2);
+        assert_eq!(problems.len(), 2, "{out}");
+        assert!(
+            out.contains("ckpt.3.t0.0 writes table 2, but the catalog holds 1 table"),
+            "{out}"
+        );
+        assert!(out.contains("data.log writes table 5"), "{out}");
+        let (problems, out) = listing(&meta(12, ckpt.len()), &pepoch(13), &ckpt, &log2);
+        assert!(problems.is_empty(), "epoch 14 is past e_p 13: {out}");
+        // The catalog's directory says it is another one, of two.
+        let (meta, pepoch) = (meta(12, ckpt.len()), pepoch(20));
+        let identity = super::super::format::encode_dir_identity(1, 2);
+        let disk = disk(&[
+            ("catalog", &catalog),
+            ("checkpoint", &meta),
+            ("pepoch", &pepoch),
+            ("ckpt.3.t0.0", &ckpt),
+            ("directory", &identity),
+        ]);
+        let mut out = String::new();
+        let summary = inspect_dir(&disk, Path::new("/db"), &mut out).unwrap();
+        assert_eq!(summary.problems.len(), 3, "{out}");
+        assert!(out.contains("so it is directory 0"), "{out}");
+        assert!(out.contains("pepoch records the logs of 1"), "{out}");
+        assert!(
+            out.contains("counts 2 directories, but checkpoint 3 spans 1"),
+            "{out}"
+        );
+    }
+
     proptest! {
         // The listing never panics, whatever follows a valid magic.
         #[test]
@@ -2100,7 +2435,7 @@ mod tests {
             for pepoch in [None, Some(&pepoch)] {
                 let policy = tail_policy(name, pepoch);
                 let summary =
-                    inspect_stored(&disk, &path, format, policy, verbose, Some(&mut out)).unwrap();
+                    inspect_stored(&disk, &path, format, (policy, 0..=u64::MAX), verbose, Some(&mut out)).unwrap();
                 prop_assert_eq!(summary.bytes, data.len() as u64);
             }
         }

@@ -29,7 +29,7 @@ use epochdb_storage::Storage;
 use epochdb_wal::inspect::{is_torn_tail, scan_log_path, sdl_slots, BlockPlace, LogBlock};
 use epochdb_wal::Lsn;
 
-use super::format::{decode, DecodeError, Record, RECORD_VERSION};
+use super::format::{decode, DecodeError, Record, KIND_TABLE, RECORD_VERSION};
 use crate::durability::silor::inspect::{
     count, key_hex, tid_text, Damage, FileFormat, InspectSummary,
 };
@@ -44,6 +44,9 @@ pub(crate) struct LogContext {
     pub(crate) persisted_sdl: Option<Lsn>,
     /// Whether no later log file sits beside it.
     pub(crate) last: bool,
+    /// Where replay starts: the installed checkpoint's start LSN. Recovery
+    /// decodes the records below it only for table creations.
+    pub(crate) replay_from: Option<Lsn>,
 }
 
 /// The bytes of the block header before a block's version and kind.
@@ -91,6 +94,13 @@ pub(crate) fn inspect_log(
                             }
                             first = false;
                             if let Err(reason) = tally.record(record, verbose, &mut text) {
+                                let from = context.replay_from.unwrap_or(0);
+                                if entry.lsn.start < from && record.get(1) != Some(&KIND_TABLE) {
+                                    // Recovery does not read it: the
+                                    // checkpoint holds what it wrote.
+                                    write!(text, "{reason} (below the checkpoint's start LSN {from}: not replayed)")?;
+                                    continue;
+                                }
                                 damage = Some(Damage::Corrupt { offset, reason });
                                 break;
                             }
