@@ -100,13 +100,23 @@ pub struct FileDamage {
     pub offset: u64,
     /// What is wrong.
     pub reason: String,
-    /// `false` for the torn tail of `log.sums`, which recovery tolerates.
+    /// `false` for the torn tail of `log.sums`, which recovery tolerates,
+    /// and for bytes recovery does not read.
     pub refused: bool,
+    /// Recovery does not read these bytes (a snapshot's blocks that the
+    /// newest checkpoint takes no piece from).
+    pub unread: bool,
 }
 
 impl fmt::Display for FileDamage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.refused {
+        if self.unread {
+            write!(
+                f,
+                "damage recovery does not read at offset {}: {}",
+                self.offset, self.reason
+            )
+        } else if self.refused {
             write!(f, "CORRUPT at offset {}: {}", self.offset, self.reason)
         } else {
             write!(f, "torn tail at offset {}: {}", self.offset, self.reason)
@@ -240,6 +250,7 @@ fn corrupt(offset: u64, reason: impl Into<String>) -> Option<FileDamage> {
         offset,
         reason: reason.into(),
         refused: true,
+        unread: false,
     })
 }
 
@@ -487,6 +498,46 @@ fn snapshot(
     if header.is_none() && damage.is_none() {
         damage = corrupt(0, "no header block");
     }
+    // Recovery reads only the pieces the newest checkpoint's map names, each
+    // at its offset (`read_piece`): check those, and call damage elsewhere
+    // what it is.
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let names = storage.list(dir).unwrap_or_default();
+    if let (Some(version), Some((_, meta))) = (
+        checkpoint::parse_snap_name(name),
+        newest_checkpoint(storage, dir, &names),
+    ) {
+        let read: Vec<_> = meta
+            .snapshot
+            .iter()
+            .flat_map(|map| map.pieces.iter())
+            .filter(|piece| piece.file == version)
+            .collect();
+        let file = storage.open_read(path)?;
+        let mut buf = Vec::new();
+        let bad_piece = read
+            .iter()
+            .find_map(|piece| checkpoint::read_piece(file.as_ref(), piece, &mut buf).err());
+        damage = match bad_piece {
+            Some(Error::Corrupted { offset, reason, .. }) => corrupt(offset, reason),
+            Some(other) => return Err(Failure::Read(other)),
+            None => damage.map(|d| FileDamage {
+                reason: format!(
+                    "{} (checkpoint v{} takes {} from this file, all intact)",
+                    d.reason,
+                    meta.version,
+                    match read.len() {
+                        1 => "1 piece".to_string(),
+                        n => format!("{n} pieces"),
+                    }
+                ),
+                refused: false,
+                unread: true,
+                ..d
+            }),
+        };
+    }
     Ok(FileSummary {
         kind: StoreFile::Snapshot,
         bytes: len,
@@ -523,6 +574,7 @@ fn claims(
         offset,
         reason,
         refused: false,
+        unread: false,
     });
     Ok(FileSummary {
         kind: StoreFile::Sums,
@@ -551,8 +603,10 @@ fn log(
     };
     let dir = path.parent().unwrap_or(Path::new("."));
     let names = storage.list(dir).unwrap_or_default();
-    let (segment_bits, begin) = newest_checkpoint(storage, dir, &names)
-        .map_or((0, 0), |(_, meta)| (meta.segment_bits, meta.begin));
+    let (segment_bits, begin, l_h) = newest_checkpoint(storage, dir, &names)
+        .map_or((0, 0, 0), |(_, meta)| {
+            (meta.segment_bits, meta.begin, meta.l_h)
+        });
     let first = match segment::parse_segment_name(name) {
         Some(n) if segment_bits > 0 => match n.checked_mul(1u64 << segment_bits) {
             Some(first) => first,
@@ -591,9 +645,20 @@ fn log(
         piece.resize((to - from) as usize, 0);
         let got = file.read_at(from - first, &mut piece)?;
         if got < piece.len() || !check.matches(&piece) {
+            // Recovery checks the log from the index checkpoint's l_h up;
+            // below it the index already points into the log, and records
+            // are read from disk one at a time, unchecked (`verify_log`
+            // scrubs them).
+            let below = if to <= l_h {
+                format!(
+                    " (below the index checkpoint's L_h {l_h}: recovery does not read it, but a read of its records would return the damaged bytes)"
+                )
+            } else {
+                String::new()
+            };
             damage = corrupt(
                 from - first,
-                format!("log [{from}, {to}) does not match its CRC32C in log.sums"),
+                format!("log [{from}, {to}) does not match its CRC32C in log.sums{below}"),
             );
             break;
         }
