@@ -21,7 +21,9 @@ use epochdb_storage::{
     BLOCK_PAYLOAD_MAX_BYTES, DIRECT_ALIGN,
 };
 
-use crate::checkpoint::{frame_error, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_WORDS};
+use crate::checkpoint::{
+    frame_error, FORMAT_VERSION, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_WORDS,
+};
 use crate::error::{Error, Result};
 use crate::index::Index;
 
@@ -150,6 +152,13 @@ impl Errors {
 /// error is reported at its offset in the file).
 fn decode_at<'a>(path: &Path, bytes: &'a [u8], offset: u64) -> Result<Option<Block<'a>>> {
     match decode_block(bytes, 0, INDEX_MAGIC) {
+        // A checksummed block of a format this build does not read (or
+        // damage behind the checksum): refused, as inspect flags it.
+        Ok(Some((block, _))) if block.version != FORMAT_VERSION => Err(Error::Corrupted {
+            file: path.to_path_buf(),
+            offset,
+            reason: format!("index block of format version {}", block.version),
+        }),
         Ok(found) => Ok(found.map(|(block, _)| block)),
         Err(e) => {
             let mut error = frame_error(path, e);

@@ -219,7 +219,7 @@ pub(crate) fn recover(
     check_identities(storage, dirs)?;
     check_layout(storage, dir0, layout)?;
     let names = read_catalog(storage, dir0)?;
-    let meta = read_meta(storage, dir0)?;
+    let meta = read_meta(storage, dir0, dirs.len())?;
     let mut pepoch = read_pepoch(storage, dir0)?;
     if layout == Layout::CheckpointsOnly {
         // No log: the installed checkpoint is the durable state.
@@ -482,6 +482,7 @@ fn read_catalog(storage: &dyn Storage, dir0: &Path) -> Result<Vec<String>, Durab
 pub(crate) fn read_meta(
     storage: &dyn Storage,
     dir0: &Path,
+    dirs: usize,
 ) -> Result<Option<CheckpointMeta>, DurabilityError> {
     let path = dir0.join(CHECKPOINT_META);
     if !storage.exists(&path).map_err(io)? {
@@ -509,9 +510,18 @@ pub(crate) fn read_meta(
     if end != data.len() {
         return Err(corrupt(&path, "trailing bytes after checkpoint metadata"));
     }
-    CheckpointMeta::parse(block.payload)
-        .map(Some)
-        .map_err(|e| corrupt(&path, e))
+    let meta = CheckpointMeta::parse(block.payload).map_err(|e| corrupt(&path, e))?;
+    if meta.dirs as usize != dirs {
+        // The directories' identities matched the configuration already.
+        return Err(corrupt(
+            &path,
+            format!(
+                "checkpoint {} spans {} directories, but the database has {dirs}",
+                meta.id, meta.dirs
+            ),
+        ));
+    }
+    Ok(Some(meta))
 }
 
 /// The last durable record in `pepoch` (`e_p` = 0 if there is none yet).

@@ -88,7 +88,7 @@ pub(crate) fn recover(
         }
     }
     let dirs = [dir.to_path_buf()];
-    let meta = read_meta(storage.as_ref(), dir)?;
+    let meta = read_meta(storage.as_ref(), dir, dirs.len())?;
     remove_strays(storage.as_ref(), &dirs, meta.as_ref())?;
     let mut tables: Vec<Arc<Table>> = Vec::new();
     let mut report = RecoveryReport {
