@@ -19,6 +19,7 @@ use epochdb_storage::{
     scan_blocks, Block, FrameError, ScanBuffers, ScanEnd, Storage, StorageError,
 };
 
+use crate::address::FIRST_ADDRESS;
 use crate::checkpoint::{
     self, Metadata, FORMAT_VERSION, INDEX_MAGIC, KIND_INDEX_HEADER, KIND_INDEX_WORDS,
     KIND_SNAP_HEADER, KIND_SNAP_PIECE, SNAP_MAGIC,
@@ -603,9 +604,16 @@ fn log(
     };
     let dir = path.parent().unwrap_or(Path::new("."));
     let names = storage.list(dir).unwrap_or_default();
-    let (segment_bits, begin, l_h) = newest_checkpoint(storage, dir, &names)
-        .map_or((0, 0, 0), |(_, meta)| {
-            (meta.segment_bits, meta.begin, meta.l_h)
+    // Recovery checks the log from l_h up to where the checkpoint's part
+    // of it ends: l_e, or a snapshot's start (its pieces hold the rest);
+    // it keeps nothing above l_e.
+    let (segment_bits, begin, l_h, read_end) =
+        newest_checkpoint(storage, dir, &names).map_or((0, 0, 0, u64::MAX), |(_, meta)| {
+            let read_end = meta
+                .snapshot
+                .as_ref()
+                .map_or(meta.l_e, |map| map.start.min(meta.l_e));
+            (meta.segment_bits, meta.begin, meta.l_h, read_end)
         });
     let first = match segment::parse_segment_name(name) {
         Some(n) if segment_bits > 0 => match n.checked_mul(1u64 << segment_bits) {
@@ -656,10 +664,19 @@ fn log(
             } else {
                 String::new()
             };
-            damage = corrupt(
-                from - first,
-                format!("log [{from}, {to}) does not match its CRC32C in log.sums{below}"),
-            );
+            let reason = format!("log [{from}, {to}) does not match its CRC32C in log.sums{below}");
+            damage = if from >= read_end {
+                Some(FileDamage {
+                    offset: from - first,
+                    reason: format!(
+                        "{reason} (at or above {read_end}, where the checkpoint's part of the log ends: recovery does not read it)"
+                    ),
+                    refused: false,
+                    unread: true,
+                })
+            } else {
+                corrupt(from - first, reason)
+            };
             break;
         }
         checked += 1;
@@ -779,6 +796,47 @@ pub fn inspect_dir(storage: &dyn Storage, dir: &Path, out: &mut dyn Write) -> Re
     Ok(listing)
 }
 
+/// What recovery from checkpoint `meta` (in the metadata file `name`)
+/// finds wrong with the log before it replays it (`recovery::log_checks`
+/// and what follows): a byte of the range it checks that `log.sums` has no
+/// checksum for, or (a fold-over) a log on disk that ends before `l_e`.
+fn log_problems(storage: &dyn Storage, dir: &Path, name: &str, meta: &Metadata) -> Vec<String> {
+    let mut problems = Vec::new();
+    let end = meta
+        .snapshot
+        .as_ref()
+        .map_or(meta.l_e, |map| map.start.min(meta.l_e));
+    let first = meta.l_h.max(meta.begin).max(FIRST_ADDRESS);
+    if meta.log_sums && first < end {
+        if let Ok(read) = sums::read(storage, dir) {
+            if let Some(gap) = read.claims.first_gap(first, end) {
+                problems.push(format!(
+                    "{name} needs checksums of log [{first}, {end}), but log.sums has none from {gap}"
+                ));
+            }
+        }
+    }
+    // With a snapshot, recovery writes its pieces into the log first; the
+    // check that the log reaches l_e is then the pieces'.
+    if meta.snapshot.is_none() && end > FIRST_ADDRESS {
+        let last = end - 1;
+        let (file, at) = match meta.segment_bits {
+            0 => (segment::LOG_NAME.to_string(), last),
+            bits => (
+                segment::segment_name(last >> bits),
+                last & ((1u64 << bits) - 1),
+            ),
+        };
+        let len = storage.len(&dir.join(&file)).unwrap_or(0);
+        if len <= at {
+            problems.push(format!(
+                "{name} needs the log up to {end}, but {file} ends at offset {len}"
+            ));
+        }
+    }
+    problems
+}
+
 /// The files checkpoint `meta` (in the metadata file `name`) needs that
 /// `dir` lacks: its index checkpoint, and each snapshot file holding one of
 /// its pieces, long enough for the piece. Recovery reads them all; the
@@ -791,6 +849,7 @@ fn missing_files(storage: &dyn Storage, dir: &Path, name: &str, meta: &Metadata)
             "{name} names the index checkpoint {index}, which is missing"
         ));
     }
+    problems.extend(log_problems(storage, dir, name, meta));
     let Some(map) = &meta.snapshot else {
         return problems;
     };
