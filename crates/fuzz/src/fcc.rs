@@ -144,17 +144,23 @@ pub fn loaded() -> &'static Image {
     LOADED.get_or_init(|| image::load(IMAGE))
 }
 
-/// The fuzz target: damages the image, recovers it and, if that succeeds,
-/// resumes the application for a few ticks. Errors are fine; a panic or
-/// a hang is the bug.
-pub fn recover_damaged(data: &[u8]) {
-    let damage = Damage::from_bytes(data);
+/// The image with `damage` applied, its checksums recomputed if the
+/// damage says so (this library's own layout: see `reseal`).
+pub fn damaged(damage: &Damage) -> Image {
     let mut image = damage.apply(loaded());
     if damage.reseal {
         for file in &mut image.files {
             reseal(&mut file.bytes);
         }
     }
+    image
+}
+
+/// The fuzz target: damages the image, recovers it and, if that succeeds,
+/// resumes the application for a few ticks. Errors are fine; a panic or
+/// a hang is the bug.
+pub fn recover_damaged(data: &[u8]) {
+    let image = damaged(&Damage::from_bytes(data));
     // `epochdb inspect` of each file: its decoder is separate from
     // recovery's.
     for file in &image.files {

@@ -11,7 +11,9 @@
 //! When this was written, 31 of 3,000 inputs disagreed before the fixes
 //! of 43f44d8 and cf9adea (engine) and 25 of 3,000 before snapshot pieces
 //! were checked as recovery reads them (HybridLog); none after.
-//! `EPOCHDB_AGREE_INPUTS=N` runs N inputs (default 5,000).
+//! For the FC checkpoint library the plan inspect prints must be exactly
+//! what recovery does. `EPOCHDB_AGREE_INPUTS=N` runs N inputs per store
+//! (default 5,000).
 
 use std::path::Path;
 
@@ -155,4 +157,45 @@ fn what_inspect_calls_corrupt_the_hybridlog_refuses() {
         flagged > inputs as usize / 4,
         "the damage reached too few decoders"
     );
+}
+
+/// The FC checkpoint library: inspect's recovery plan for the directory
+/// (`recovery_plan`) must be exactly what recovery does: the same
+/// checkpoint and the same last tick, or a failure of both.
+#[test]
+fn inspects_plan_for_the_fcc_library_is_what_recovery_does() {
+    use epochdb_fcc::inspect::{inspect_bytes, recovery_plan, FccSummary};
+    use epochdb_fuzz::fcc;
+    let inputs = inputs();
+    let mut state = 0x5555_1234_9abc_def1u64;
+    let mut recovered = 0;
+    for _ in 0..inputs {
+        let damage = damage(&mut state, 1);
+        let image = fcc::damaged(&damage);
+        let summaries: Vec<(String, FccSummary)> = image
+            .files
+            .iter()
+            .filter_map(|file| {
+                let name = file.path.to_string_lossy().into_owned();
+                let summary = inspect_bytes(&name, &file.bytes, false, &mut String::new());
+                summary.ok().flatten().map(|summary| (name, summary))
+            })
+            .collect();
+        let read = |name: &str| {
+            let file = image
+                .files
+                .iter()
+                .find(|f| f.path.to_string_lossy() == name);
+            Ok::<_, std::convert::Infallible>(file.map(|f| f.bytes.clone()).unwrap_or_default())
+        };
+        let Ok(plan) = recovery_plan(&summaries, read);
+        let done = fcc::open(&image).ok();
+        recovered += usize::from(done.is_some());
+        assert_eq!(
+            plan.map(|p| (p.checkpoint_id, p.checkpoint_tick, p.last_tick)),
+            done.map(|r| (r.checkpoint_id, r.checkpoint_tick, r.tick)),
+            "{damage:?}"
+        );
+    }
+    println!("{inputs} inputs: recovery succeeded on {recovered}");
 }
