@@ -2175,6 +2175,20 @@ mod tests {
         );
     }
 
+    /// Checkpoint 3's metadata: one table, e_l 10, `e_h`, `files`.
+    fn checkpoint_3(e_h: u64, files: Vec<(u32, String, u64)>) -> Vec<u8> {
+        CheckpointMeta {
+            id: 3,
+            e_l: 10,
+            e_h,
+            dirs: 1,
+            tables: vec![(0, "t".into())],
+            files,
+            sessions: vec![],
+        }
+        .encode()
+    }
+
     #[test]
     fn files_recovery_removes_unread_are_strays_not_corruption() {
         // A torn checkpoint file: what a crash or a close mid-checkpoint
@@ -2187,16 +2201,7 @@ mod tests {
         let (old, _) = two_blocks();
         let mut broken_old = old.clone();
         broken_old[30] ^= 1;
-        let meta = CheckpointMeta {
-            id: 3,
-            e_l: 10,
-            e_h: 12,
-            dirs: 1,
-            tables: vec![(0, "t".into())],
-            files: vec![],
-            sessions: vec![],
-        }
-        .encode();
+        let meta = checkpoint_3(12, vec![]);
         let catalog = encode_catalog_header();
         let pepoch = encode_pepoch(20);
         let files: Vec<(&str, &[u8])> = vec![
@@ -2280,16 +2285,7 @@ mod tests {
 
     #[test]
     fn log_blocks_recovery_skips_by_their_epoch_are_not_corruption() {
-        let meta = CheckpointMeta {
-            id: 3,
-            e_l: 10,
-            e_h: 12,
-            dirs: 1,
-            tables: vec![(0, "t".into())],
-            files: vec![],
-            sessions: vec![],
-        }
-        .encode();
+        let meta = checkpoint_3(12, vec![]);
         let mut catalog = encode_catalog_header();
         catalog.extend(encode_catalog_table(0, "t"));
         let pepoch = PepochRecord {
@@ -2335,16 +2331,7 @@ mod tests {
         put_ckpt_record(&mut ckpt, b"a", tid(12, 1), b"value");
         seal_ckpt_block(&mut ckpt);
         let meta = |e_h: u64, bytes: usize| {
-            CheckpointMeta {
-                id: 3,
-                e_l: 10,
-                e_h,
-                dirs: 1,
-                tables: vec![(0, "t".into())],
-                files: vec![(0, "ckpt.3.t0.0".into(), bytes as u64)],
-                sessions: vec![],
-            }
-            .encode()
+            checkpoint_3(e_h, vec![(0, "ckpt.3.t0.0".into(), bytes as u64)])
         };
         let pepoch = |e_p: u64| {
             PepochRecord {
