@@ -12,7 +12,7 @@ use std::io::{self, BufWriter, Write as IoWrite};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use epochdb_engine::durability::{inspect_dir, inspect_file};
+use epochdb_engine::durability::{inspect_database, inspect_dir, inspect_file};
 use epochdb_engine::DurabilityError;
 use epochdb_fcc::inspect::{self as fcc, FccFile};
 use epochdb_hybridlog::inspect::{self as store, StoreFile};
@@ -27,8 +27,12 @@ use crate::layout::{holders_inside, Holds};
 pub(crate) struct InspectArgs {
     /// A file of an epochdb directory (data.log, old_data.<e>, pepoch,
     /// catalog, checkpoint, ckpt.<id>.t<table>.<j>, wal/wal-<lsn>.log,
-    /// wal/wal.sdl), or the directory.
-    path: PathBuf,
+    /// wal/wal.sdl), or the directory. Several directories: the
+    /// directories of one database, in the order it was opened with, each
+    /// file judged with directory 0's installed checkpoint and checked
+    /// across them as recovery checks them.
+    #[arg(required = true, num_args = 1..)]
+    paths: Vec<PathBuf>,
     /// Also list every log entry with its writes and every checkpoint
     /// record; with a directory, print each file's listing too.
     #[arg(long, short)]
@@ -37,7 +41,10 @@ pub(crate) struct InspectArgs {
 
 /// Prints the listing; an error if a file is corrupt (exit status 1).
 pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
-    let path = &args.path;
+    if args.paths.len() > 1 {
+        return run_database(&args.paths, args.verbose);
+    }
+    let path = &args.paths[0];
     let metadata = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let storage = RealStorage::new();
     let mut out = Stdout::new();
@@ -102,6 +109,44 @@ pub(crate) fn run(args: InspectArgs) -> Result<(), String> {
     match corrupt {
         Some(what) => Err(format!("{}: {what}", path.display())),
         None => Ok(()),
+    }
+}
+
+/// Lists the directories of one database (`epochdb inspect D0 D1 …`);
+/// with `verbose` each file's listing too.
+fn run_database(dirs: &[PathBuf], verbose: bool) -> Result<(), String> {
+    for dir in dirs {
+        if !dir.is_dir() {
+            return Err(format!(
+                "{}: not a directory (several paths are the directories of one database)",
+                dir.display()
+            ));
+        }
+    }
+    let storage = RealStorage::new();
+    let mut out = Stdout::new();
+    let summary = inspect_database(&storage, dirs, &mut out).map_err(|e| out.error(e))?;
+    if verbose {
+        for (name, _) in &summary.files {
+            out.write_str("\n")
+                .map_err(|_| out.error(listing_error()))?;
+            let path = Path::new(name);
+            let path = if path.is_absolute() || name.contains('/') && !name.starts_with("wal/") {
+                path.to_path_buf()
+            } else {
+                dirs[0].join(name)
+            };
+            inspect_file(&storage, &path, true, &mut out).map_err(|e| out.error(e))?;
+        }
+    }
+    out.flush()
+        .map_err(|e| format!("writing the listing: {e}"))?;
+    match summary.corrupt() {
+        0 => Ok(()),
+        n => Err(format!(
+            "{}: {n} corrupt (see the listing above)",
+            dirs[0].display()
+        )),
     }
 }
 

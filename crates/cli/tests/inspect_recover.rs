@@ -557,3 +557,46 @@ fn inspect_lists_the_fc_checkpoint_files() {
     let result = epochdb(&["recover", "--dir", arg(dir.path())]);
     assert!(text(&result).1.contains("FC checkpoint library"));
 }
+
+#[test]
+fn inspect_of_a_databases_directories_checks_across_them() {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    {
+        let config = Config {
+            durability: DurabilityKind::Silor,
+            dirs: vec![a.clone(), b.clone()],
+            epoch_interval: Duration::from_millis(2),
+            ..Config::default()
+        };
+        let db = Database::open(config).expect("open");
+        let table = db.create_table("accounts").expect("create table");
+        let mut worker = db.worker().expect("worker");
+        for n in 0..KEYS {
+            let ((), ticket) = worker
+                .run(|tx| tx.put(table, &n.to_be_bytes(), &[7u8; 24]))
+                .expect("put");
+            ticket.wait().expect("durable");
+        }
+        drop(worker);
+        db.checkpoint().expect("checkpoint");
+    }
+    let listed = epochdb(&["inspect", arg(&a), arg(&b)]);
+    let (out, err) = text(&listed);
+    assert!(listed.status.success(), "{out}{err}");
+    assert!(out.contains(&format!("{}/directory", b.display())), "{out}");
+    assert!(out.contains(", 0 corrupt"), "{out}");
+    // In the wrong order: refused by recovery, and reported by inspect.
+    let listed = epochdb(&["inspect", arg(&b), arg(&a)]);
+    let (out, _) = text(&listed);
+    assert!(!listed.status.success(), "{out}");
+    assert!(out.contains("but was given as directory 0 of 2"), "{out}");
+    // Several paths must be directories.
+    let listed = epochdb(&["inspect", arg(&a.join("catalog")), arg(&b)]);
+    assert!(!listed.status.success());
+    assert!(
+        text(&listed).1.contains("not a directory"),
+        "{:?}",
+        text(&listed)
+    );
+}

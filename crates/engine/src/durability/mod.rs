@@ -18,7 +18,7 @@ pub use none::NoDurability;
 pub(crate) use progress::FileProgress;
 pub use progress::{RecoveryPhase, RecoveryProgress};
 pub use silor::inspect::{
-    inspect_dir, inspect_file, Damage, DirSummary, FileFormat, InspectSummary,
+    inspect_database, inspect_dir, inspect_file, Damage, DirSummary, FileFormat, InspectSummary,
 };
 pub use silor::{RecoveryReport, SilorOptions};
 

@@ -658,37 +658,125 @@ pub fn inspect_dir(
     out: &mut dyn Write,
 ) -> Result<DirSummary, DurabilityError> {
     let mut summary = DirSummary::default();
-    list_dir_files(storage, dir, "", &mut summary)?;
+    list_dir_files(storage, dir, "", &mut summary, None)?;
     // A `wal` database keeps its central log in a subdirectory: list it
     // with the rest, its files named `wal/…`.
     if let Some(at) = summary.skipped.iter().position(|n| n == WAL_SUBDIR) {
         let wal_dir = dir.join(WAL_SUBDIR);
         if storage.list(&wal_dir).is_ok() {
             summary.skipped.remove(at);
-            list_dir_files(storage, &wal_dir, "wal/", &mut summary)?;
+            list_dir_files(storage, &wal_dir, "wal/", &mut summary, None)?;
         }
     }
-    check_checkpoint_files(storage, dir, &mut summary);
+    check_checkpoint_files(storage, &[dir.to_path_buf()], &mut summary);
     check_across_files(storage, dir, &mut summary);
     write_dir_listing(dir, &summary, out).map_err(listing_failed)?;
     Ok(summary)
 }
 
-/// Adds the files of `dir` to `summary`, each named `prefix` + its name.
+/// Lists the directories of one database, `dirs` in the order it was
+/// opened with (directory 0 first), as [`inspect_dir`] lists one: every
+/// file judged with what directory 0 says (the installed checkpoint, the
+/// persistent epoch), the files of directory `k > 0` named
+/// `<dir k>/<name>`. Beyond one directory's checks it checks what recovery
+/// checks across them: each directory's identity against its place, and
+/// the installed checkpoint's files in every directory.
+///
+/// Errors: as [`inspect_dir`]; `dirs` is empty.
+pub fn inspect_database(
+    storage: &dyn Storage,
+    dirs: &[std::path::PathBuf],
+    out: &mut dyn Write,
+) -> Result<DirSummary, DurabilityError> {
+    let io = |e: StorageError| DurabilityError::from_storage(&e);
+    let Some(dir0) = dirs.first() else {
+        return Err(DurabilityError::Io("no directory to inspect".into()));
+    };
+    let database = DatabaseContext::of(storage, dir0, &storage.list(dir0).map_err(io)?);
+    let mut summary = DirSummary::default();
+    let prefix = |k: usize| match k {
+        0 => String::new(),
+        _ => format!("{}/", dirs[k].display()),
+    };
+    for (k, dir) in dirs.iter().enumerate() {
+        list_dir_files(storage, dir, &prefix(k), &mut summary, Some(&database))?;
+    }
+    if let Some(at) = summary.skipped.iter().position(|n| n == WAL_SUBDIR) {
+        let wal_dir = dir0.join(WAL_SUBDIR);
+        if storage.list(&wal_dir).is_ok() {
+            summary.skipped.remove(at);
+            list_dir_files(storage, &wal_dir, "wal/", &mut summary, None)?;
+        }
+    }
+    let count = dirs.len() as u32;
+    for (k, dir) in dirs.iter().enumerate() {
+        let name = format!("{}{DIRECTORY}", prefix(k));
+        let identity = summary
+            .files
+            .iter()
+            .find(|(listed, _)| *listed == name)
+            .and_then(|(_, file)| file.facts.directory);
+        if let Some((index, of)) = identity.filter(|&found| found != (k as u32, count)) {
+            summary.problems.push(format!(
+                "{} is directory {index} of {of} of its database, but was given as directory {k} of {count}",
+                dir.display()
+            ));
+        }
+    }
+    if let Installed::Checkpoint(meta) = &database.installed {
+        if meta.dirs != count {
+            summary.problems.push(format!(
+                "checkpoint {} spans {} directories, but the database has {count}",
+                meta.id, meta.dirs
+            ));
+        }
+    }
+    check_checkpoint_files(storage, dirs, &mut summary);
+    check_across_files(storage, dir0, &mut summary);
+    write_dir_listing(dir0, &summary, out).map_err(listing_failed)?;
+    Ok(summary)
+}
+
+/// What directory 0 of a database says about the files of every
+/// directory: the installed checkpoint and the persistent epoch.
+struct DatabaseContext {
+    installed: Installed,
+    pepoch: Option<PepochRecord>,
+}
+
+impl DatabaseContext {
+    fn of(storage: &dyn Storage, dir0: &Path, names: &[String]) -> Self {
+        Self {
+            installed: installed_checkpoint(storage, dir0, names),
+            pepoch: dir_pepoch(storage, dir0, names),
+        }
+    }
+}
+
+/// Adds the files of `dir` to `summary`, each named `prefix` + its name,
+/// judged with `database`'s directory 0 if given (else with what `dir`
+/// itself holds).
 fn list_dir_files(
     storage: &dyn Storage,
     dir: &Path,
     prefix: &str,
     summary: &mut DirSummary,
+    database: Option<&DatabaseContext>,
 ) -> Result<(), DurabilityError> {
     let io = |e: StorageError| DurabilityError::from_storage(&e);
     let names = storage.list(dir).map_err(io)?;
-    let pepoch = dir_pepoch(storage, dir, &names);
+    let own;
+    let DatabaseContext { installed, pepoch } = match database {
+        Some(database) => database,
+        None => {
+            own = DatabaseContext::of(storage, dir, &names);
+            &own
+        }
+    };
     let wal = (
         wal_persisted_sdl(storage, dir),
         wal_replay_from(storage, dir),
     );
-    let installed = installed_checkpoint(storage, dir, &names);
     for name in &names {
         let path = dir.join(name);
         let by_name = FileFormat::from_file_name(name);
@@ -706,25 +794,32 @@ fn list_dir_files(
             summary.skipped.push(listed);
             continue;
         };
-        let stray = stray_reason(name, &installed);
+        let stray = stray_reason(name, installed);
         let policy = match format {
             FileFormat::WalLog | FileFormat::WalSdl => {
                 TailPolicy::Wal(wal_context(&names, wal, name))
             }
             _ if stray.is_some() => TailPolicy::Appended,
+            // `pepoch` records directory 0's synced `data.log` only.
+            _ if database.is_some() && !prefix.is_empty() => tail_policy(name, None),
             _ => tail_policy(name, pepoch.as_ref()),
         };
-        let judged = (policy, replayed_epochs(&installed, pepoch.as_ref()));
+        let judged = (policy, replayed_epochs(installed, pepoch.as_ref()));
         let mut file = inspect_stored(storage, &path, format, judged, false, None)?;
-        note_stray(&mut file, name, &installed);
+        note_stray(&mut file, name, installed);
         summary.files.push((listed, file));
     }
     Ok(())
 }
 
-/// The installed checkpoint's files in directory 0 (the one holding its
-/// metadata) must exist with the lengths it recorded (recovery checks both).
-fn check_checkpoint_files(storage: &dyn Storage, dir: &Path, summary: &mut DirSummary) {
+/// The installed checkpoint's files in `dirs` (directory 0, the one
+/// holding its metadata, and those after it if known) must exist with the
+/// lengths it recorded (recovery checks both).
+fn check_checkpoint_files(
+    storage: &dyn Storage,
+    dirs: &[std::path::PathBuf],
+    summary: &mut DirSummary,
+) {
     let Some(meta) = summary
         .files
         .iter()
@@ -734,9 +829,9 @@ fn check_checkpoint_files(storage: &dyn Storage, dir: &Path, summary: &mut DirSu
         return;
     };
     for (index, name, expected) in &meta.files {
-        if *index != 0 {
+        let Some(dir) = dirs.get(*index as usize) else {
             continue;
-        }
+        };
         match storage.len(&dir.join(name)) {
             Ok(len) if len == *expected => {}
             Ok(len) => summary.problems.push(format!(
@@ -804,24 +899,26 @@ fn check_across_files(storage: &dyn Storage, dir: &Path, summary: &mut DirSummar
             ));
         }
     }
-    for (name, file) in &summary.files {
-        if file.stray.is_some() || name.contains('/') {
+    for (listed, file) in &summary.files {
+        let wal = matches!(file.format, FileFormat::WalLog | FileFormat::WalSdl);
+        if file.stray.is_some() || wal {
             continue;
         }
+        let name = listed.rsplit('/').next().unwrap_or(listed);
         // (The `wal` mode, with no catalog, keeps LSNs in e_l and e_h.)
         let installed = parse_ckpt_file_name(name)
             .zip(meta.as_ref())
             .filter(|((id, _, _), meta)| *id == meta.id && catalog_tables.is_some());
         if let Some((_, meta)) = installed.filter(|(_, m)| file.facts.newest_epoch > m.e_h) {
             problems.push(format!(
-                "{name} holds a record of epoch {}, past checkpoint {}'s e_h {}",
+                "{listed} holds a record of epoch {}, past checkpoint {}'s e_h {}",
                 file.facts.newest_epoch, meta.id, meta.e_h
             ));
         }
         if let (Some(table), Some(tables)) = (file.facts.max_table, catalog_tables) {
             if table >= tables {
                 problems.push(format!(
-                    "{name} writes table {table}, but the catalog holds {}",
+                    "{listed} writes table {table}, but the catalog holds {}",
                     count(u64::from(tables), "table", "tables")
                 ));
             }
@@ -2399,6 +2496,92 @@ mod tests {
         assert!(out.contains("pepoch records the logs of 1"), "{out}");
         assert!(
             out.contains("counts 2 directories, but checkpoint 3 spans 1"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_database_of_two_directories_is_listed_and_checked_across_them() {
+        let disk = Arc::new(SimStorage::new(8));
+        let dirs = vec![PathBuf::from("/db/a"), PathBuf::from("/db/b")];
+        let config = Config {
+            durability: DurabilityKind::Silor,
+            dirs: dirs.clone(),
+            storage: Some(disk.clone()),
+            epoch_interval: std::time::Duration::from_millis(2),
+            ..Config::default()
+        };
+        {
+            let db = Database::open(config).unwrap();
+            let table = db.create_table("t").unwrap();
+            let mut worker = db.worker().unwrap();
+            for n in 0..200u32 {
+                let (_, ticket) = worker
+                    .run(|tx| tx.put(table, &n.to_be_bytes(), b"value"))
+                    .unwrap();
+                ticket.wait().unwrap();
+            }
+            drop(worker);
+            db.checkpoint().unwrap();
+        }
+        let mut out = String::new();
+        let summary = inspect_database(disk.as_ref(), &dirs, &mut out).unwrap();
+        assert_eq!(summary.corrupt(), 0, "{out}");
+        let in_b: Vec<&str> = summary
+            .files
+            .iter()
+            .filter_map(|(name, _)| name.strip_prefix("/db/b/"))
+            .collect();
+        assert!(in_b.contains(&"directory"), "{out}");
+        let ckpt_b = in_b
+            .iter()
+            .find(|n| n.starts_with("ckpt."))
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| panic!("no checkpoint file in /db/b: {out}"));
+
+        // A torn file of an uninstalled checkpoint in directory 1 is a
+        // stray, judged by directory 0's checkpoint; alone, inspect could
+        // not tell.
+        let mut torn = Vec::new();
+        start_ckpt_block(&mut torn, 0);
+        put_ckpt_record(&mut torn, b"a", tid(4, 1), b"value");
+        seal_ckpt_block(&mut torn);
+        torn.truncate(torn.len() - 3);
+        let mut file = disk.create(Path::new("/db/b/ckpt.9.t0.0")).unwrap();
+        file.append(&torn).unwrap();
+        drop(file);
+        let mut out = String::new();
+        let summary = inspect_database(disk.as_ref(), &dirs, &mut out).unwrap();
+        assert_eq!(summary.corrupt(), 0, "{out}");
+        assert!(
+            out.contains("checkpoint 9 is not the installed one"),
+            "{out}"
+        );
+        let alone = inspect_dir(disk.as_ref(), Path::new("/db/b"), &mut String::new()).unwrap();
+        assert_eq!(alone.corrupt(), 1);
+
+        // Given in the wrong order: both identities disagree.
+        let swapped = vec![dirs[1].clone(), dirs[0].clone()];
+        let mut out = String::new();
+        let summary = inspect_database(disk.as_ref(), &swapped, &mut out).unwrap();
+        assert_eq!(summary.problems.len(), 2, "{out}");
+        assert!(
+            out.contains(
+                "/db/b is directory 1 of 2 of its database, but was given as directory 0 of 2"
+            ),
+            "{out}"
+        );
+
+        // The installed checkpoint's file in directory 1 cut short.
+        let mut file = disk.open(&dirs[1].join(&ckpt_b)).unwrap();
+        let len = file.size().unwrap();
+        file.truncate(len - 1).unwrap();
+        drop(file);
+        let mut out = String::new();
+        let summary = inspect_database(disk.as_ref(), &dirs, &mut out).unwrap();
+        assert!(summary.corrupt() >= 1, "{out}");
+        assert!(
+            out.contains(&format!("recorded {ckpt_b} as {len} bytes")),
             "{out}"
         );
     }
