@@ -440,14 +440,17 @@ fn wal_persisted_sdl(storage: &dyn Storage, dir: &Path) -> Option<u64> {
 
 /// The policy for a file called `name`; `pepoch` is the record recovery
 /// would take from the `pepoch` file in the same directory, if any.
-fn tail_policy(name: &str, pepoch: Option<&PepochRecord>) -> TailPolicy {
+fn tail_policy(name: &str, pepoch: Option<&PepochRecord>, dir_index: usize) -> TailPolicy {
     if name.ends_with(TMP_SUFFIX) {
         return TailPolicy::Appended;
     }
     match parse_log_name(name) {
         Some(LogName::Current) => {
-            // pepoch lives in directory 0 only, whose log comes first.
-            let durable = pepoch.map(|p| (p.e_p, p.logs.first().copied().unwrap_or_default()));
+            // pepoch (in directory 0) records each directory's log in turn.
+            let durable = pepoch.map(|p| {
+                let synced = p.logs.get(dir_index).copied().unwrap_or_default();
+                (p.e_p, synced)
+            });
             return TailPolicy::CurrentLog { durable };
         }
         Some(LogName::Old { .. }) => return TailPolicy::Synced,
@@ -537,7 +540,7 @@ pub fn inspect_file(
             TailPolicy::Wal(wal_context(&names, wal, name))
         }
         _ if stray.is_some() => TailPolicy::Appended,
-        _ => tail_policy(name, pepoch.as_ref()),
+        _ => tail_policy(name, pepoch.as_ref(), 0),
     };
     let replayed = replayed_epochs(&installed, pepoch.as_ref());
     let len = storage.len(path).map_err(io)?;
@@ -699,7 +702,7 @@ pub fn inspect_database(
         _ => format!("{}/", dirs[k].display()),
     };
     for (k, dir) in dirs.iter().enumerate() {
-        list_dir_files(storage, dir, &prefix(k), &mut summary, Some(&database))?;
+        list_dir_files(storage, dir, &prefix(k), &mut summary, Some((&database, k)))?;
     }
     if let Some(at) = summary.skipped.iter().position(|n| n == WAL_SUBDIR) {
         let wal_dir = dir0.join(WAL_SUBDIR);
@@ -754,20 +757,20 @@ impl DatabaseContext {
 }
 
 /// Adds the files of `dir` to `summary`, each named `prefix` + its name,
-/// judged with `database`'s directory 0 if given (else with what `dir`
-/// itself holds).
+/// judged with `database`'s directory 0 if given, `dir` being directory
+/// `k` of it (else with what `dir` itself holds).
 fn list_dir_files(
     storage: &dyn Storage,
     dir: &Path,
     prefix: &str,
     summary: &mut DirSummary,
-    database: Option<&DatabaseContext>,
+    database: Option<(&DatabaseContext, usize)>,
 ) -> Result<(), DurabilityError> {
     let io = |e: StorageError| DurabilityError::from_storage(&e);
     let names = storage.list(dir).map_err(io)?;
     let own;
     let DatabaseContext { installed, pepoch } = match database {
-        Some(database) => database,
+        Some((database, _)) => database,
         None => {
             own = DatabaseContext::of(storage, dir, &names);
             &own
@@ -801,8 +804,7 @@ fn list_dir_files(
             }
             _ if stray.is_some() => TailPolicy::Appended,
             // `pepoch` records directory 0's synced `data.log` only.
-            _ if database.is_some() && !prefix.is_empty() => tail_policy(name, None),
-            _ => tail_policy(name, pepoch.as_ref()),
+            _ => tail_policy(name, pepoch.as_ref(), database.map_or(0, |(_, k)| k)),
         };
         let judged = (policy, replayed_epochs(installed, pepoch.as_ref()));
         let mut file = inspect_stored(storage, &path, format, judged, false, None)?;
@@ -2514,14 +2516,15 @@ mod tests {
         {
             let db = Database::open(config).unwrap();
             let table = db.create_table("t").unwrap();
-            let mut worker = db.worker().unwrap();
+            // Two workers: each directory's logger takes one's buffers.
+            let mut workers = [db.worker().unwrap(), db.worker().unwrap()];
             for n in 0..200u32 {
-                let (_, ticket) = worker
+                let (_, ticket) = workers[n as usize % 2]
                     .run(|tx| tx.put(table, &n.to_be_bytes(), b"value"))
                     .unwrap();
                 ticket.wait().unwrap();
             }
-            drop(worker);
+            drop(workers);
             db.checkpoint().unwrap();
         }
         let mut out = String::new();
@@ -2572,6 +2575,19 @@ mod tests {
             "{out}"
         );
 
+        // Damage inside what pepoch records as synced of directory 1's
+        // data.log: corruption (recovery refuses it), judged with pepoch's
+        // record of that directory.
+        let log_b = dirs[1].join("data.log");
+        let at = 24 + 20; // inside the first block after the header
+        assert!(disk.len(&log_b).unwrap() > at + 100, "{out}");
+        disk.flip_bit(&log_b, at * 8).unwrap();
+        let mut out = String::new();
+        let summary = inspect_database(disk.as_ref(), &dirs, &mut out).unwrap();
+        assert!(summary.corrupt() >= 1, "{out}");
+        assert!(out.contains("pepoch records as synced"), "{out}");
+        disk.flip_bit(&log_b, at * 8).unwrap();
+
         // The installed checkpoint's file in directory 1 cut short.
         let mut file = disk.open(&dirs[1].join(&ckpt_b)).unwrap();
         let len = file.size().unwrap();
@@ -2603,7 +2619,7 @@ mod tests {
             let path = Path::new("/db").join(name);
             let pepoch = PepochRecord { e_p: 2, logs: vec![SyncedLog { seq: 1, len: 40 }] };
             for pepoch in [None, Some(&pepoch)] {
-                let policy = tail_policy(name, pepoch);
+                let policy = tail_policy(name, pepoch, 0);
                 let summary =
                     inspect_stored(&disk, &path, format, (policy, 0..=u64::MAX), verbose, Some(&mut out)).unwrap();
                 prop_assert_eq!(summary.bytes, data.len() as u64);
