@@ -1795,7 +1795,7 @@ mod tests {
         start_log_block,
     };
     use super::*;
-    use crate::{Config, Database, DurabilityKind};
+    use crate::{Config, Database, DurabilityKind, SilorOptions};
 
     type Write<'a> = (u32, &'a [u8], Option<&'a [u8]>);
 
@@ -2511,6 +2511,11 @@ mod tests {
             dirs: dirs.clone(),
             storage: Some(disk.clone()),
             epoch_interval: std::time::Duration::from_millis(2),
+            // One data.log per directory for the whole run.
+            silor: SilorOptions {
+                rotate_epochs: 1_000_000,
+                ..SilorOptions::default()
+            },
             ..Config::default()
         };
         {
@@ -2523,9 +2528,11 @@ mod tests {
                     .run(|tx| tx.put(table, &n.to_be_bytes(), b"value"))
                     .unwrap();
                 ticket.wait().unwrap();
+                if n == 99 {
+                    // Commits after the checkpoint stay in the logs.
+                    db.checkpoint().unwrap();
+                }
             }
-            drop(workers);
-            db.checkpoint().unwrap();
         }
         let mut out = String::new();
         let summary = inspect_database(disk.as_ref(), &dirs, &mut out).unwrap();
