@@ -547,7 +547,7 @@ pub fn inspect_file(
     writeln!(out, "{}: {format} file, {len} bytes", path.display()).map_err(listing_failed)?;
     let judged = (policy, replayed);
     let mut summary = inspect_stored(storage, path, format, judged, verbose, Some(&mut *out))?;
-    note_stray(&mut summary, name, &installed);
+    note_stray(&mut summary, name, &installed, stray);
     writeln!(out, "summary: {}", summary.summary_line()).map_err(listing_failed)?;
     Ok(summary)
 }
@@ -630,12 +630,17 @@ fn stray_reason(name: &str, installed: &Installed) -> Option<String> {
     }
 }
 
-/// Records in `summary` of the file `name` why recovery removes it unread,
-/// if it does; where inspect cannot tell which checkpoint is installed (a
-/// directory other than 0), damage in a checkpoint file says how to find
-/// out.
-fn note_stray(summary: &mut InspectSummary, name: &str, installed: &Installed) {
-    summary.stray = stray_reason(name, installed);
+/// Records in `summary` of the file `name` why recovery removes it unread
+/// (`stray`, from [`stray_reason`]); where inspect cannot tell which
+/// checkpoint is installed (a directory other than 0), damage in a
+/// checkpoint file says how to find out.
+fn note_stray(
+    summary: &mut InspectSummary,
+    name: &str,
+    installed: &Installed,
+    stray: Option<String>,
+) {
+    summary.stray = stray;
     let unknown = matches!(installed, Installed::Unknown);
     if let (true, Some((id, _, _)), Some(Damage::Corrupt { reason, .. })) =
         (unknown, parse_ckpt_file_name(name), summary.damage.as_mut())
@@ -662,15 +667,7 @@ pub fn inspect_dir(
 ) -> Result<DirSummary, DurabilityError> {
     let mut summary = DirSummary::default();
     list_dir_files(storage, dir, "", &mut summary, None)?;
-    // A `wal` database keeps its central log in a subdirectory: list it
-    // with the rest, its files named `wal/…`.
-    if let Some(at) = summary.skipped.iter().position(|n| n == WAL_SUBDIR) {
-        let wal_dir = dir.join(WAL_SUBDIR);
-        if storage.list(&wal_dir).is_ok() {
-            summary.skipped.remove(at);
-            list_dir_files(storage, &wal_dir, "wal/", &mut summary, None)?;
-        }
-    }
+    list_wal_subdir(storage, dir, &mut summary)?;
     check_checkpoint_files(storage, &[dir.to_path_buf()], &mut summary);
     check_across_files(storage, dir, &mut summary);
     write_dir_listing(dir, &summary, out).map_err(listing_failed)?;
@@ -704,13 +701,7 @@ pub fn inspect_database(
     for (k, dir) in dirs.iter().enumerate() {
         list_dir_files(storage, dir, &prefix(k), &mut summary, Some((&database, k)))?;
     }
-    if let Some(at) = summary.skipped.iter().position(|n| n == WAL_SUBDIR) {
-        let wal_dir = dir0.join(WAL_SUBDIR);
-        if storage.list(&wal_dir).is_ok() {
-            summary.skipped.remove(at);
-            list_dir_files(storage, &wal_dir, "wal/", &mut summary, None)?;
-        }
-    }
+    list_wal_subdir(storage, dir0, &mut summary)?;
     let count = dirs.len() as u32;
     for (k, dir) in dirs.iter().enumerate() {
         let name = format!("{}{DIRECTORY}", prefix(k));
@@ -738,6 +729,23 @@ pub fn inspect_database(
     check_across_files(storage, dir0, &mut summary);
     write_dir_listing(dir0, &summary, out).map_err(listing_failed)?;
     Ok(summary)
+}
+
+/// A `wal` database keeps its central log in a subdirectory of directory
+/// 0 (`dir0`): lists it with the rest, its files named `wal/…`.
+fn list_wal_subdir(
+    storage: &dyn Storage,
+    dir0: &Path,
+    summary: &mut DirSummary,
+) -> Result<(), DurabilityError> {
+    if let Some(at) = summary.skipped.iter().position(|n| n == WAL_SUBDIR) {
+        let wal_dir = dir0.join(WAL_SUBDIR);
+        if storage.list(&wal_dir).is_ok() {
+            summary.skipped.remove(at);
+            list_dir_files(storage, &wal_dir, "wal/", summary, None)?;
+        }
+    }
+    Ok(())
 }
 
 /// What directory 0 of a database says about the files of every
@@ -808,7 +816,7 @@ fn list_dir_files(
         };
         let judged = (policy, replayed_epochs(installed, pepoch.as_ref()));
         let mut file = inspect_stored(storage, &path, format, judged, false, None)?;
-        note_stray(&mut file, name, installed);
+        note_stray(&mut file, name, installed, stray);
         summary.files.push((listed, file));
     }
     Ok(())
