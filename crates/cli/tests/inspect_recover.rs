@@ -42,9 +42,14 @@ fn arg(path: &Path) -> &str {
 /// `old_data` files exist); `silor` mode then takes a checkpoint. Returns
 /// the number of committed writing transactions.
 fn write_database(mode: DurabilityKind, dir: &Path) -> usize {
+    write_database_in(mode, vec![dir.to_path_buf()])
+}
+
+/// [`write_database`] over the directories `dirs` of one database.
+fn write_database_in(mode: DurabilityKind, dirs: Vec<PathBuf>) -> usize {
     let config = Config {
         durability: mode,
-        dirs: vec![dir.to_path_buf()],
+        dirs,
         epoch_interval: Duration::from_millis(2),
         silor: SilorOptions {
             rotate_epochs: 1,
@@ -562,25 +567,7 @@ fn inspect_lists_the_fc_checkpoint_files() {
 fn inspect_of_a_databases_directories_checks_across_them() {
     let root = tempfile::tempdir().unwrap();
     let (a, b) = (root.path().join("a"), root.path().join("b"));
-    {
-        let config = Config {
-            durability: DurabilityKind::Silor,
-            dirs: vec![a.clone(), b.clone()],
-            epoch_interval: Duration::from_millis(2),
-            ..Config::default()
-        };
-        let db = Database::open(config).expect("open");
-        let table = db.create_table("accounts").expect("create table");
-        let mut worker = db.worker().expect("worker");
-        for n in 0..KEYS {
-            let ((), ticket) = worker
-                .run(|tx| tx.put(table, &n.to_be_bytes(), &[7u8; 24]))
-                .expect("put");
-            ticket.wait().expect("durable");
-        }
-        drop(worker);
-        db.checkpoint().expect("checkpoint");
-    }
+    write_database_in(DurabilityKind::Silor, vec![a.clone(), b.clone()]);
     let listed = epochdb(&["inspect", arg(&a), arg(&b)]);
     let (out, err) = text(&listed);
     assert!(listed.status.success(), "{out}{err}");
