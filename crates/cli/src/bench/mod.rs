@@ -100,6 +100,11 @@ pub(crate) struct CommonArgs {
     /// (`SilorOptions::log_buffer_bytes`; silor §3 used 512 KiB).
     #[arg(long, default_value_t = epochdb_engine::SilorOptions::default().log_buffer_bytes)]
     log_buffer: usize,
+    /// Log buffers each `log`/`silor` worker's pool may hold, the
+    /// backpressure bound (`SilorOptions::buffers_per_worker`; 0: about a
+    /// tenth of the machine's memory over its cores, as silor §3.4 set it).
+    #[arg(long, default_value_t = epochdb_engine::SilorOptions::default().buffers_per_worker)]
+    log_buffers_per_worker: usize,
     /// Point reads through the B+-tree only: no hash index beside it (the
     /// engine's `Config::point_index`; by default the workload's
     /// read-mostly tables keep one).
@@ -296,6 +301,7 @@ fn run_modes(
             wal_io_unit: common.wal_io_unit,
             wal_buffer: common.wal_buffer,
             log_buffer: common.log_buffer,
+            log_buffers_per_worker: common.log_buffers_per_worker,
             point_index: !common.no_point_index,
         };
         let mut workload = make();

@@ -56,6 +56,8 @@ pub(crate) struct RunConfig {
     pub(crate) wal_buffer: usize,
     /// Each `log`/`silor` worker's log buffer in bytes.
     pub(crate) log_buffer: usize,
+    /// `--log-buffers-per-worker` as given (0: automatic).
+    pub(crate) log_buffers_per_worker: usize,
     pub(crate) latency_sample_every: u64,
     pub(crate) workload: BTreeMap<String, String>,
 }

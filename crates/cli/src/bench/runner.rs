@@ -54,6 +54,8 @@ pub(crate) struct RunSpec {
     pub(crate) wal_buffer: usize,
     /// `SilorOptions::log_buffer_bytes` of the `log` and `silor` modes.
     pub(crate) log_buffer: usize,
+    /// `SilorOptions::buffers_per_worker` (0: automatic).
+    pub(crate) log_buffers_per_worker: usize,
     /// Point-read hash indexes on the workload's chosen tables
     /// (`Workload::point_indexes`); off with `--no-point-index`.
     pub(crate) point_index: bool,
@@ -125,6 +127,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             checkpoint_interval: spec.checkpoint_interval,
             direct_io: spec.direct_io,
             log_buffer_bytes: spec.log_buffer,
+            buffers_per_worker: spec.log_buffers_per_worker,
             ..Default::default()
         },
         wal: epochdb_engine::WalOptions {
@@ -408,6 +411,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             wal_io_unit: spec.wal_io_unit,
             wal_buffer: spec.wal_buffer,
             log_buffer: spec.log_buffer,
+            log_buffers_per_worker: spec.log_buffers_per_worker,
             latency_sample_every: LATENCY_SAMPLE_EVERY,
             workload: workload.settings().into_iter().collect(),
         },

@@ -54,7 +54,18 @@ use worker_log::SilorWorkerLog;
 pub struct SilorOptions {
     /// Bytes of one worker log buffer (§3.4: 512 KiB).
     pub log_buffer_bytes: usize,
-    /// Buffers in a logger's pool per worker: the backpressure bound.
+    /// Buffers in a logger's pool per registered worker: the backpressure
+    /// bound (§3.4: a worker that needs a buffer when none is free waits).
+    /// 0, the default: about a tenth of the machine's memory divided among
+    /// its cores, as SiloR set it ("about 10% of the machine's memory", so
+    /// that a file-system hiccup such as a concurrent checkpoint's writes
+    /// does not become a dip in transaction rates), and never fewer than
+    /// 16. Buffers are allocated only when the
+    /// pool has none free, so the bound costs memory only while a logger
+    /// falls behind; once allocated, a buffer stays in the pool. Measured:
+    /// a 16-buffer bound (8 MiB per worker) made one TPC-C worker wait for
+    /// buffers up to 9% of a run with checkpoints (BENCHMARKS.md, session
+    /// 51).
     pub buffers_per_worker: usize,
     /// `data.log` becomes `old_data.<e>` once it spans this many epochs
     /// (§3.5: 100).
@@ -113,7 +124,7 @@ impl Default for SilorOptions {
     fn default() -> Self {
         Self {
             log_buffer_bytes: 512 << 10,
-            buffers_per_worker: 16,
+            buffers_per_worker: 0,
             rotate_epochs: 100,
             rotate_bytes: 128 << 20,
             checkpoint_interval: Duration::from_secs(10),
@@ -131,6 +142,40 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The fewest buffers per worker that `buffers_per_worker: 0` resolves
+/// to, whatever the machine's memory.
+const MIN_AUTO_BUFFERS_PER_WORKER: usize = 16;
+
+/// The machine's physical memory in bytes, if it can be read.
+fn physical_memory() -> Option<u64> {
+    // Not under miri, which does not model `sysconf`.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        // SAFETY: `sysconf` only reads system configuration values.
+        let (pages, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        if pages > 0 && page > 0 {
+            return Some(pages as u64 * page as u64);
+        }
+    }
+    None
+}
+
+/// `buffers_per_worker: 0`'s bound for `memory` bytes of physical memory
+/// over `cores` cores: a tenth of the memory in `buffer_bytes` buffers,
+/// divided among the cores, at least [`MIN_AUTO_BUFFERS_PER_WORKER`].
+fn auto_buffers_per_worker(memory: Option<u64>, cores: usize, buffer_bytes: usize) -> usize {
+    let tenth = memory.unwrap_or(0) / 10;
+    let per_core = tenth / (buffer_bytes.max(1) as u64 * cores.max(1) as u64);
+    usize::try_from(per_core)
+        .unwrap_or(usize::MAX)
+        .max(MIN_AUTO_BUFFERS_PER_WORKER)
+}
+
 impl SilorOptions {
     pub(crate) fn recovery_threads(&self) -> usize {
         if self.recovery_threads == 0 {
@@ -144,6 +189,10 @@ impl SilorOptions {
     /// thread that opens the database (see the field).
     pub(crate) fn resolved_at_open(mut self, dirs: usize) -> Self {
         self.checkpoint_files_per_table = self.files_per_table(dirs);
+        if self.buffers_per_worker == 0 {
+            self.buffers_per_worker =
+                auto_buffers_per_worker(physical_memory(), cores(), self.log_buffer_bytes);
+        }
         self
     }
 
@@ -159,8 +208,8 @@ impl SilorOptions {
         if self.log_buffer_bytes < 4096 {
             return Err("log_buffer_bytes must be at least 4096".into());
         }
-        if self.buffers_per_worker < 2 {
-            return Err("buffers_per_worker must be at least 2".into());
+        if self.buffers_per_worker == 1 {
+            return Err("buffers_per_worker must be 0 (automatic) or at least 2".into());
         }
         if self.rotate_epochs == 0 {
             return Err("rotate_epochs must be at least 1".into());
@@ -466,5 +515,44 @@ impl DurabilityMode for SiloR {
             "the database was shut down".into(),
         ));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_automatic_pool_is_a_tenth_of_memory_over_the_cores() {
+        let gib = 1u64 << 30;
+        // 24 GiB over 2 cores in 512 KiB buffers: 2.4 GiB / 1 MiB.
+        assert_eq!(
+            auto_buffers_per_worker(Some(24 * gib), 2, 512 << 10),
+            (24 * gib / 10 / (1 << 20)) as usize
+        );
+        // Little memory, many cores, or memory unknown: the floor.
+        assert_eq!(auto_buffers_per_worker(Some(gib), 64, 512 << 10), 16);
+        assert_eq!(auto_buffers_per_worker(None, 2, 512 << 10), 16);
+        // Degenerate inputs do not divide by zero.
+        assert_eq!(auto_buffers_per_worker(Some(gib), 0, 0), gib as usize / 10);
+    }
+
+    #[test]
+    fn a_zero_bound_is_resolved_at_open_and_one_is_refused() {
+        let options = SilorOptions::default();
+        assert_eq!(options.buffers_per_worker, 0);
+        assert!(options.validate().is_ok());
+        let resolved = options.resolved_at_open(1);
+        assert!(resolved.buffers_per_worker >= MIN_AUTO_BUFFERS_PER_WORKER);
+        let fixed = SilorOptions {
+            buffers_per_worker: 4,
+            ..SilorOptions::default()
+        };
+        assert_eq!(fixed.resolved_at_open(1).buffers_per_worker, 4);
+        let one = SilorOptions {
+            buffers_per_worker: 1,
+            ..SilorOptions::default()
+        };
+        assert!(one.validate().is_err());
     }
 }
