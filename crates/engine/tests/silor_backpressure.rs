@@ -182,4 +182,5 @@ fn a_worker_whose_logger_cannot_write_waits_for_a_buffer_at_the_pools_bound() {
     last_ticket.wait().unwrap();
     let stats = db.durability_stats();
     assert!(stats.buffer_waits >= 1, "{stats:?}");
+    assert_eq!(stats.log_buffers_allocated, 2, "{stats:?}");
 }

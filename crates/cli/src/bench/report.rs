@@ -97,6 +97,8 @@ pub(crate) struct DurabilityReport {
     /// Times workers waited for a free log buffer (backpressure).
     pub(crate) buffer_waits: u64,
     pub(crate) buffer_wait_seconds: f64,
+    /// Log buffers the loggers' pools allocated.
+    pub(crate) log_buffers_allocated: u64,
     pub(crate) checkpoints: u64,
     pub(crate) checkpoint_bytes: u64,
     pub(crate) checkpoint_seconds: f64,

@@ -126,6 +126,10 @@ pub struct DurabilityStats {
     pub buffer_waits: u64,
     /// Total time workers spent in those waits, in seconds.
     pub buffer_wait_seconds: f64,
+    /// Log buffers allocated for the loggers' pools so far (`log` and
+    /// `silor`; each `SilorOptions::log_buffer_bytes`): the memory the
+    /// pools hold.
+    pub log_buffers_allocated: u64,
     /// Checkpoints installed.
     pub checkpoints: u64,
     /// Bytes of checkpoint data written by installed checkpoints.

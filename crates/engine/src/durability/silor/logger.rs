@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use epochdb_storage::{DirectAppender, StorageError, StorageFile, DIRECT_ALIGN};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::files::{free_old_data_name, replace_atomically, DATA_LOG, PEPOCH};
 use super::format::{
@@ -70,8 +70,14 @@ const PEPOCH_REWRITE_BYTES: u64 = 64 << 10;
 pub(crate) struct LoggerShared {
     /// Full buffers from workers, in hand-over order.
     pub(crate) full: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
-    /// The pool of free buffers (silor §3.4).
-    pub(crate) free: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    /// The pool of free buffers (silor §3.4), the one recycled last on
+    /// top: a worker refills the buffer whose lines are likeliest still
+    /// in cache, and buffers allocated in a burst (see
+    /// `SilorOptions::buffers_per_worker`) lie unused below until the
+    /// next burst, instead of taking turns through memory.
+    free: Mutex<Vec<Vec<u8>>>,
+    /// Signalled when a buffer is recycled.
+    recycled: Condvar,
     /// Buffers allocated so far for this logger's pool.
     allocated: AtomicUsize,
     /// Buffers the pool may hold per registered worker.
@@ -92,7 +98,8 @@ impl LoggerShared {
     pub(crate) fn new(per_worker: usize, initial_e_l: u64) -> Self {
         Self {
             full: crossbeam_channel::unbounded(),
-            free: crossbeam_channel::unbounded(),
+            free: Mutex::new(Vec::new()),
+            recycled: Condvar::new(),
             allocated: AtomicUsize::new(0),
             per_worker,
             workers: Mutex::new(Vec::new()),
@@ -111,13 +118,28 @@ impl LoggerShared {
 
     /// Returns a buffer to the pool.
     pub(crate) fn recycle(&self, buffer: Vec<u8>) {
-        let _ = self.free.0.send(buffer);
+        self.free.lock().push(buffer);
+        self.recycled.notify_one();
+    }
+
+    /// Buffers allocated so far for this logger's pool.
+    pub(crate) fn allocated(&self) -> usize {
+        self.allocated.load(Ordering::Relaxed)
+    }
+
+    /// A recycled buffer, waiting up to `timeout` for one.
+    pub(crate) fn wait_recycled(&self, timeout: Duration) -> Option<Vec<u8>> {
+        let mut free = self.free.lock();
+        if free.is_empty() {
+            let _ = self.recycled.wait_for(&mut free, timeout);
+        }
+        free.pop()
     }
 
     /// A free buffer without blocking: a recycled one, or a new one while
     /// the pool is below its bound.
     pub(crate) fn try_take(&self, buffer_bytes: usize) -> Option<Vec<u8>> {
-        if let Ok(buffer) = self.free.1.try_recv() {
+        if let Some(buffer) = self.free.lock().pop() {
             return Some(buffer);
         }
         let bound = self.per_worker * self.workers.lock().len().max(1);

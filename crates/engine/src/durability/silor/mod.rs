@@ -480,6 +480,12 @@ impl DurabilityMode for SiloR {
             log_rotations: stats.rotations.load(Ordering::Relaxed),
             buffer_waits: stats.buffer_waits.load(Ordering::Relaxed),
             buffer_wait_seconds: stats.buffer_wait_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            log_buffers_allocated: self
+                .inner
+                .loggers
+                .iter()
+                .map(|logger| logger.allocated() as u64)
+                .sum(),
             checkpoints: stats.checkpoints.load(Ordering::Relaxed),
             checkpoint_bytes: stats.checkpoint_bytes.load(Ordering::Relaxed),
             checkpoint_seconds: stats.checkpoint_micros.load(Ordering::Relaxed) as f64 / 1e6,

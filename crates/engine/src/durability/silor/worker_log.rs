@@ -210,7 +210,7 @@ impl SilorWorkerLog {
                 waited(&self.inner.stats);
                 return None;
             }
-            if let Ok(buffer) = logger.free.1.recv_timeout(Duration::from_millis(10)) {
+            if let Some(buffer) = logger.wait_recycled(Duration::from_millis(10)) {
                 waited(&self.inner.stats);
                 return Some(buffer);
             }
