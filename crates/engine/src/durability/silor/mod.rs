@@ -60,9 +60,9 @@ pub struct SilorOptions {
     /// its cores, as SiloR set it ("about 10% of the machine's memory", so
     /// that a file-system hiccup such as a concurrent checkpoint's writes
     /// does not become a dip in transaction rates), and never fewer than
-    /// 16. Buffers are allocated only when the
-    /// pool has none free, so the bound costs memory only while a logger
-    /// falls behind; once allocated, a buffer stays in the pool. Measured:
+    /// 16. Buffers are allocated only when the pool has none free, so the
+    /// bound costs memory only while a logger falls behind; once
+    /// allocated, a buffer stays in the pool. Measured:
     /// a 16-buffer bound (8 MiB per worker) made one TPC-C worker wait for
     /// buffers up to 9% of a run with checkpoints (BENCHMARKS.md, session
     /// 51).
