@@ -654,12 +654,12 @@ fn log(
         let got = file.read_at(from - first, &mut piece)?;
         if got < piece.len() || !check.matches(&piece) {
             // Recovery checks the log from the index checkpoint's l_h up;
-            // below it the index already points into the log, and records
-            // are read from disk one at a time, unchecked (`verify_log`
-            // scrubs them).
+            // below it the index already points into the log, and a record
+            // there is checked only when a request reads it from disk
+            // (`verify_log` scrubs them all).
             let below = if to <= l_h {
                 format!(
-                    " (below the index checkpoint's L_h {l_h}: recovery does not read it, but a read of its records would return the damaged bytes)"
+                    " (below the index checkpoint's L_h {l_h}: recovery does not read it, and a read of its records would fail)"
                 )
             } else {
                 String::new()

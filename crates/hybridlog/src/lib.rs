@@ -77,6 +77,6 @@ pub use record::RecordLayout;
 pub use session::{Completed, OpKind, Session, Status};
 pub use state::{Phase, SystemState};
 pub use store::{
-    CheckpointInfo, Config, LogAddresses, LogVerified, RecoveredInfo, SessionStates, SessionView,
-    ShiftMode, Store,
+    CheckpointInfo, Config, DiskReads, LogAddresses, LogVerified, RecoveredInfo, SessionStates,
+    SessionView, ShiftMode, Store,
 };

@@ -37,7 +37,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::address::{FIRST_ADDRESS, FRAMES_MIN, PAGE_BITS_MAX, PAGE_BITS_MIN};
 use crate::error::Error;
 use crate::record::RECORD_HEADER_BYTES;
-use crate::sums::{page_spans, Piece, Sums};
+use crate::sums::{piece_spans, Piece, Sums};
 
 /// The most one direct flush write carries. Measured on this machine's
 /// disk (BENCHMARKS.md, "Checkpoint writes without a copy"): 2–8 MiB
@@ -570,10 +570,11 @@ impl Log {
     }
 
     /// The checksums of `[from, to)` as it is in the frames, a piece per
-    /// page. The range lies below `safe_read_only`: nothing stores to it.
+    /// block (`sums::SUM_BLOCK_BYTES`). The range lies below
+    /// `safe_read_only`: nothing stores to it.
     fn pieces(&self, from: u64, to: u64) -> Vec<Piece> {
-        let mut bytes = [0u8; 8192];
-        page_spans(from, to, self.geometry.page_bits)
+        let mut bytes = [0u8; crate::sums::SUM_BLOCK_BYTES as usize];
+        piece_spans(from, to)
             .map(|(start, end)| {
                 let mut crc = 0;
                 let mut at = start;

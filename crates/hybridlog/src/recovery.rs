@@ -44,7 +44,7 @@ use crate::record::Header;
 use crate::replay::{replay, replay_threads};
 use crate::segment::{SegmentedFile, LOG_NAME};
 use crate::store::{Config, FRESH_TAIL};
-use crate::sums::{self, page_spans, Check, Claims, Piece, Sums, SUMS_NAME};
+use crate::sums::{self, piece_spans, Check, Claims, Piece, Sums, SUMS_NAME};
 
 /// The segment size a new log uses: `requested` (0: one file), at least a
 /// page.
@@ -245,8 +245,10 @@ fn restore_snapshot(
         // Nothing is ever written below the first address.
         let skip = FIRST_ADDRESS.saturating_sub(piece.address).min(piece.bytes) as usize;
         log.write_at(piece.address + skip as u64, &buf[skip..])?;
-        if skip < buf.len() {
-            restored.push(Piece::of(piece.address + skip as u64, &buf[skip..]));
+        let start = piece.address + skip as u64;
+        for (from, to) in piece_spans(start, piece.address + buf.len() as u64) {
+            let bytes = &buf[(from - piece.address) as usize..(to - piece.address) as usize];
+            restored.push(Piece::of(from, bytes));
         }
         bytes += piece.bytes;
     }
@@ -279,9 +281,9 @@ fn log_checks(
     }
     if !meta.log_sums {
         // A store from before the log had checksums: what it holds now is
-        // all there is to trust; checksummed once here, a page at a time.
+        // all there is to trust; checksummed once here, a block at a time.
         let mut bytes = Vec::new();
-        for (at, to) in page_spans(first, end, meta.page_bits) {
+        for (at, to) in piece_spans(first, end) {
             bytes.resize((to - at) as usize, 0);
             if file.read_at(at, &mut bytes)? < bytes.len() {
                 break;

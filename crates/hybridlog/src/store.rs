@@ -20,7 +20,7 @@ use crate::checkpoint::{self, CheckpointKind, Metadata, Piece, SnapshotMap, PIEC
 use crate::error::{Error, Result};
 use crate::functions::Functions;
 use crate::index::Index;
-use crate::io::{io_loop, IoMessage};
+use crate::io::{io_loop, IoCounters, IoMessage};
 use crate::log::{Geometry, Log};
 use crate::record::{Layout, RecordLayout};
 use crate::recovery;
@@ -67,6 +67,14 @@ pub struct Config {
     /// reads the index and the log past it too (no copy out of the cache
     /// on the cores that replay). Default on.
     pub direct_io: bool,
+    /// Check every record read from disk (below head) against the log's
+    /// checksums (`log.sums`) before a request sees it: the 4 KiB blocks
+    /// around the record are read and checksummed with it, so a bit flipped
+    /// on disk fails the read (and its session) instead of being returned.
+    /// It costs about a microsecond per read when the log file sits in the
+    /// page cache (the copy and CRC32C of a block; BENCHMARKS.md, session
+    /// 52), nothing measurable against a device read. Default on.
+    pub check_disk_reads: bool,
     /// Put the hash index and the log's frames on transparent huge pages
     /// (`madvise(MADV_HUGEPAGE)`, `epochdb-memory`). Filling a new index
     /// or frame then faults memory in 2 MiB at a time: recovering an 8 M-key
@@ -110,6 +118,7 @@ impl Default for Config {
             log_segment_bits: 30,
             recovery_threads: 0,
             direct_io: true,
+            check_disk_reads: true,
             huge_pages: true,
             record_layout: RecordLayout::Variable,
         }
@@ -245,6 +254,8 @@ pub(crate) struct Inner<F: Functions> {
     /// Each session's in-place window, by slot (`windows.rs`).
     pub(crate) windows: InPlaceWindows,
     pub(crate) io: Sender<IoMessage>,
+    /// What the I/O thread has read.
+    io_counters: Arc<IoCounters>,
     storage: Arc<dyn Storage>,
     dir: PathBuf,
     driver: Mutex<Driver>,
@@ -420,6 +431,20 @@ impl<F: Functions> std::fmt::Debug for Store<F> {
     }
 }
 
+/// Records read from the log file below head so far
+/// ([`Store::disk_reads`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskReads {
+    /// Records read from disk for pending requests.
+    pub records: u64,
+    /// Of those, records whose every byte was checked against its CRC32C
+    /// in `log.sums` before the request saw it. The rest lay under pieces
+    /// too wide to read per record (a store written before session 52 cut
+    /// pieces to 4 KiB blocks) or under none; `Store::verify_log` scrubs
+    /// them.
+    pub checked: u64,
+}
+
 /// What [`Store::verify_log`] read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogVerified {
@@ -519,10 +544,22 @@ impl<F: Functions> Store<F> {
         let mut threads = Vec::new();
         let io_file = file.clone();
         let io_log = log.clone();
+        let io_counters = Arc::new(IoCounters::default());
+        let check_disk_reads = config.check_disk_reads;
+        let counters = io_counters.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("hybridlog-io".into())
-                .spawn(move || io_loop(io_file, io_log, io_rx, layout, limit))
+                .spawn(move || {
+                    io_loop(
+                        io_file,
+                        io_log,
+                        io_rx,
+                        (layout, limit),
+                        check_disk_reads,
+                        counters,
+                    )
+                })
                 .expect("spawn the I/O thread"),
         );
         let flusher = log.clone();
@@ -578,6 +615,7 @@ impl<F: Functions> Store<F> {
                 .collect(),
             windows: InPlaceWindows::new(config.max_sessions),
             io: io_tx,
+            io_counters,
             storage,
             dir: dir.to_path_buf(),
             driver: Mutex::new(driver),
@@ -668,8 +706,9 @@ impl<F: Functions> Store<F> {
 
     /// Reads the log on disk, `[begin, flushed)`, and checks it against
     /// its checksums (`log.sums`): a scrub of what recovery does not read
-    /// (below the index checkpoint's `l_h`) and what runs from disk (below
-    /// head), which are read record by record, unchecked. Sessions may go
+    /// (below the index checkpoint's `l_h`) and of what no request has read
+    /// (each record read from disk is checked as it is read; see
+    /// [`Store::disk_reads`]). Sessions may go
     /// on meanwhile; what the flush writes after the call starts is not
     /// read. A mismatch is `Error::Corrupted` with the log's path and the
     /// piece's first address.
@@ -699,6 +738,16 @@ impl<F: Functions> Store<F> {
         }
         verified.unchecked_bytes += flushed.saturating_sub(covered);
         Ok(verified)
+    }
+
+    /// Records the I/O thread has read from the log file (below head) since
+    /// the store opened, and how many of them it checked.
+    pub fn disk_reads(&self) -> DiskReads {
+        let counters = &self.inner.io_counters;
+        DiskReads {
+            records: counters.records.load(SeqCst),
+            checked: counters.checked.load(SeqCst),
+        }
     }
 
     /// Bytes of log files on disk now (all segments).

@@ -92,6 +92,61 @@ fn quarter_memory(huge_pages: bool) {
         }
         assert!(waiting.is_empty());
     }
+    let reads = store.disk_reads();
+    assert!(
+        reads.records > keys && reads.checked == reads.records,
+        "every record read from disk was checked: {reads:?}"
+    );
+}
+
+/// Pages of 64 KiB hold sixteen checksum blocks: a record read from disk is
+/// checked against the pieces of the blocks around it, not its page's.
+#[test]
+fn records_on_large_pages_are_checked_as_they_are_read() {
+    let store = Store::open(
+        Arc::new(SimStorage::new(5)),
+        Path::new("/db"),
+        Config {
+            page_bits: 16,
+            memory_bytes: 8 << 16,
+            ..config()
+        },
+        AddU64,
+    )
+    .unwrap();
+    let mut session = store.start_session().unwrap();
+    // 32-byte records: 2 MiB of data against 512 KiB of frames.
+    let keys = 65_536u64;
+    for k in 0..keys {
+        session
+            .upsert(&k.to_le_bytes(), &(k + 3).to_le_bytes())
+            .unwrap();
+    }
+    let mut value = Vec::new();
+    let mut waiting = HashMap::new();
+    for k in (0..keys).step_by(97) {
+        match session.read(&k.to_le_bytes(), &mut value).unwrap() {
+            Status::Ok => assert_eq!(value, (k + 3).to_le_bytes()),
+            Status::Pending => {
+                waiting.insert(session.serial(), k);
+            }
+            Status::NotFound => panic!("key {k} lost"),
+        }
+    }
+    assert!(
+        waiting.len() > 400,
+        "most reads went to disk: {}",
+        waiting.len()
+    );
+    for done in session.complete_pending(true).unwrap() {
+        let k = waiting.remove(&done.serial).expect("a read we issued");
+        assert_eq!(done.value.unwrap(), (k + 3).to_le_bytes(), "key {k}");
+    }
+    let reads = store.disk_reads();
+    assert!(
+        reads.records >= 400 && reads.checked == reads.records,
+        "{reads:?}"
+    );
 }
 
 #[test]

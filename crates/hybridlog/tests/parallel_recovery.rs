@@ -428,6 +428,96 @@ fn a_recovered_store_checks_its_log_again_after_more_work() {
     }
 }
 
+/// The key of the first record on `page` of the log file.
+fn first_key_on(disk: &SimStorage, page: u64) -> Vec<u8> {
+    let file = disk.open(&Path::new(DIR).join("log.dat")).unwrap();
+    let at = page << 12;
+    let mut lengths = [0u8; 8];
+    file.read_at(at + 8, &mut lengths).unwrap();
+    let mut key = vec![0u8; u32::from_le_bytes(lengths[..4].try_into().unwrap()) as usize];
+    file.read_at(at + 16, &mut key).unwrap();
+    key
+}
+
+/// Reads `key` through a pending request: the record lies below head.
+fn read_from_disk(
+    session: &mut epochdb_hybridlog::Session<AddU64>,
+    key: &[u8],
+) -> epochdb_hybridlog::Result<Option<u64>> {
+    let mut value = Vec::new();
+    assert_eq!(
+        session.read(key, &mut value)?,
+        Status::Pending,
+        "below head"
+    );
+    let done = session.complete_pending(true)?;
+    assert_eq!(done.len(), 1);
+    Ok(done[0]
+        .value
+        .as_ref()
+        .map(|v| u64::from_le_bytes(v[..8].try_into().unwrap())))
+}
+
+#[test]
+fn a_record_read_from_disk_is_checked_against_the_log_checksums() {
+    // As the scrub's test: an index checkpoint at the end, so recovery
+    // replays nothing and the damage below is met only by a read.
+    let (disk, model) = build();
+    let store = Store::open(Arc::new(disk.clone()), Path::new(DIR), config(2), AddU64).unwrap();
+    let mut session = store.start_session().unwrap();
+    checkpoint(&store, &mut session, true);
+    drop(session);
+    drop(store);
+    let disk = disk.crash(CrashMode::DropUnsynced);
+    // A page whose first record is a cold key's only one: the read of that
+    // key goes to exactly this record.
+    let page = (30..)
+        .find(|&page| first_key_on(&disk, page).starts_with(b"cold-"))
+        .unwrap();
+    let key = first_key_on(&disk, page);
+    let open = |disk: &SimStorage| {
+        Store::open(
+            Arc::new(disk.crash(CrashMode::DropUnsynced)),
+            Path::new(DIR),
+            config(2),
+            AddU64,
+        )
+        .unwrap()
+    };
+    // Whole, the record reads back checked.
+    let store = open(&disk);
+    let mut session = store.start_session().unwrap();
+    assert_eq!(
+        read_from_disk(&mut session, &key).unwrap(),
+        Some(model[&key])
+    );
+    let reads = store.disk_reads();
+    assert!(
+        reads.records >= 1 && reads.checked == reads.records,
+        "{reads:?}"
+    );
+    drop(session);
+    drop(store);
+    // One bit flipped in its value: the read fails and says where, instead
+    // of returning the wrong value. (Each `open` cut power on a copy of
+    // `disk`, which leaves `disk`'s own handles stale: a fresh one here.)
+    let disk = disk.crash(CrashMode::DropUnsynced);
+    let flipped = flip_first_value_bit(&disk, page);
+    let store = open(&disk);
+    let mut session = store.start_session().unwrap();
+    match read_from_disk(&mut session, &key) {
+        Err(Error::Failed(reason)) => {
+            assert!(
+                reason.contains("log.dat") && reason.contains("log.sums"),
+                "{reason}"
+            );
+            let piece_start = format!("[{}, ", (flipped >> 12) << 12);
+            assert!(reason.contains(&piece_start), "{reason}");
+        }
+        other => panic!("expected the read to fail, got {other:?}"),
+    }
+}
+
 #[test]
 fn a_scrub_finds_damage_that_recovery_does_not_read() {
     // An index checkpoint at the end: recovery replays nothing below it.

@@ -111,6 +111,11 @@ pub(crate) struct HybridlogArgs {
     /// the default where the file system allows it).
     #[arg(long)]
     buffered_io: bool,
+    /// Do not check records read from disk against the log's checksums
+    /// (`Config::check_disk_reads`, on by default), to measure what the
+    /// check costs.
+    #[arg(long)]
+    unchecked_disk_reads: bool,
     /// The share of the in-memory log that is mutable (`Config::
     /// mutable_fraction`, FASTER's mutable region): below it an update
     /// copies the record to the tail instead of updating it in place.
@@ -418,6 +423,10 @@ struct Report {
     checkpoints: Vec<CheckpointReport>,
     phase_seconds: HashMap<&'static str, f64>,
     log_bytes: u64,
+    /// Records read from the log file below head during the run (loading
+    /// included), and of those how many were checked against `log.sums`.
+    disk_reads: u64,
+    disk_reads_checked: u64,
     load_seconds: f64,
     disk_write_mb_s: Option<f64>,
     /// The disk's cold sequential read speed: the faster of the two below.
@@ -552,6 +561,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         shift_mode,
         recovery_threads: args.recovery_threads,
         direct_io: !args.buffered_io,
+        check_disk_reads: !args.unchecked_disk_reads,
         huge_pages: args.huge_pages == "on",
         record_layout,
         ..Config::default()
@@ -740,6 +750,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         let a = store.addresses();
         a.tail - a.begin
     };
+    let disk_reads = store.disk_reads();
 
     let Analysis {
         latency,
@@ -829,6 +840,8 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         checkpoints,
         phase_seconds,
         log_bytes,
+        disk_reads: disk_reads.records,
+        disk_reads_checked: disk_reads.checked,
         load_seconds,
         disk_write_mb_s: disk_write,
         disk_read_mb_s: disk_read.map(|d| d.read()),

@@ -38,6 +38,12 @@ pub(super) fn print_summary(r: &Report) {
         r.latency_ns.p999,
         r.log_bytes as f64 / 1e6
     );
+    if r.disk_reads > 0 {
+        println!(
+            "  records read from disk: {}, {} of them checked against log.sums",
+            r.disk_reads, r.disk_reads_checked
+        );
+    }
     println!(
         "  sessions' CPU {:.0} ns per operation, {:.1}% of their wall time",
         r.session_cpu_ns_per_op,
