@@ -184,3 +184,60 @@ fn a_worker_whose_logger_cannot_write_waits_for_a_buffer_at_the_pools_bound() {
     assert!(stats.buffer_waits >= 1, "{stats:?}");
     assert_eq!(stats.log_buffers_allocated, 2, "{stats:?}");
 }
+
+/// A backlog's buffers go back to the system once the logger writes them:
+/// the pool keeps 16 free buffers per worker (`LoggerShared::recycle`),
+/// not every buffer a stall made it allocate.
+#[test]
+fn buffers_allocated_for_a_backlog_are_freed_once_it_is_written() {
+    const BUFFER_BYTES: usize = 4096;
+    const VALUE_BYTES: usize = 200;
+    const COMMITS: usize = 2_000; // about 100 buffers of entries
+    let gate = Arc::new(Gate::default());
+    let storage = GatedStorage {
+        disk: SimStorage::new(52),
+        gate: gate.clone(),
+    };
+    let db = Database::open(Config {
+        durability: DurabilityKind::Log,
+        dirs: vec!["/db".into()],
+        storage: Some(Arc::new(storage) as Arc<dyn Storage>),
+        epoch_interval: Duration::from_millis(5),
+        workers: 1,
+        silor: SilorOptions {
+            log_buffer_bytes: BUFFER_BYTES,
+            buffers_per_worker: 1_000,
+            direct_io: false,
+            ..SilorOptions::default()
+        },
+        ..Config::default()
+    })
+    .unwrap();
+    let table = db.create_table("t").unwrap();
+    gate.set_closed(true);
+    let mut worker = db.worker().unwrap();
+    let mut last = None;
+    for n in 0..COMMITS as u64 {
+        let ((), ticket) = worker
+            .run(|tx| {
+                tx.put(table, &n.to_be_bytes(), &[7; VALUE_BYTES])?;
+                Ok(())
+            })
+            .unwrap();
+        last = Some(ticket);
+    }
+    let backlog = db.durability_stats();
+    gate.set_closed(false);
+    last.unwrap().wait().unwrap();
+    let after = db.durability_stats();
+    assert!(
+        backlog.log_buffers_allocated >= 60 && backlog.buffer_waits == 0,
+        "the stall did not build a backlog: {backlog:?}"
+    );
+    assert_eq!(after.log_buffers_peak, backlog.log_buffers_allocated);
+    // 16 free, the worker's own, and perhaps one still being written.
+    assert!(
+        after.log_buffers_allocated <= 18,
+        "the backlog's buffers stayed allocated: {after:?}"
+    );
+}

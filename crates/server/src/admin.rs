@@ -318,7 +318,7 @@ pub(crate) fn info(state: &State, args: &[&[u8]], out: &mut Out<'_>) {
         };
         let _ = write!(
             text,
-            "# Persistence\r\nloading:0\r\ndurability:{}\r\nack:{}\r\nepoch_ms:{}\r\ncurrent_epoch:{}\r\npersistent_epoch:{}\r\ndurable_lsn:{}\r\naof_enabled:{}\r\nlog_bytes:{}\r\nlog_syncs:{}\r\nlog_buffer_waits:{}\r\nlog_buffers_allocated:{}\r\ncheckpoints:{}\r\ncheckpoint_in_progress:{}\r\ncheckpoint_bytes:{}\r\ncheckpoint_avg_seconds:{avg_checkpoint_s:.3}\r\ncheckpoint_last_seconds:{:.3}\r\ncheckpoint_last_time:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_time_ms:{}\r\n",
+            "# Persistence\r\nloading:0\r\ndurability:{}\r\nack:{}\r\nepoch_ms:{}\r\ncurrent_epoch:{}\r\npersistent_epoch:{}\r\ndurable_lsn:{}\r\naof_enabled:{}\r\nlog_bytes:{}\r\nlog_syncs:{}\r\nlog_buffer_waits:{}\r\nlog_buffers_allocated:{}\r\nlog_buffers_peak:{}\r\ncheckpoints:{}\r\ncheckpoint_in_progress:{}\r\ncheckpoint_bytes:{}\r\ncheckpoint_avg_seconds:{avg_checkpoint_s:.3}\r\ncheckpoint_last_seconds:{:.3}\r\ncheckpoint_last_time:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_time_ms:{}\r\n",
             state.db.durability_name(),
             settings.ack,
             settings.epoch_interval.as_millis(),
@@ -330,6 +330,7 @@ pub(crate) fn info(state: &State, args: &[&[u8]], out: &mut Out<'_>) {
             stats.log_syncs,
             stats.buffer_waits,
             stats.log_buffers_allocated,
+            stats.log_buffers_peak,
             stats.checkpoints,
             u8::from(state.db.is_checkpointing()),
             stats.checkpoint_bytes,

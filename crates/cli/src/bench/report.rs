@@ -97,8 +97,10 @@ pub(crate) struct DurabilityReport {
     /// Times workers waited for a free log buffer (backpressure).
     pub(crate) buffer_waits: u64,
     pub(crate) buffer_wait_seconds: f64,
-    /// Log buffers the loggers' pools allocated.
+    /// Log buffers the loggers' pools held at the end of the run.
     pub(crate) log_buffers_allocated: u64,
+    /// The most they held at once.
+    pub(crate) log_buffers_peak: u64,
     pub(crate) checkpoints: u64,
     pub(crate) checkpoint_bytes: u64,
     pub(crate) checkpoint_seconds: f64,

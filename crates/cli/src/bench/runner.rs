@@ -333,6 +333,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         buffer_waits: stats.buffer_waits,
         buffer_wait_seconds: stats.buffer_wait_seconds,
         log_buffers_allocated: stats.log_buffers_allocated,
+        log_buffers_peak: stats.log_buffers_peak,
         checkpoints: stats.checkpoints,
         checkpoint_bytes: stats.checkpoint_bytes,
         checkpoint_seconds: stats.checkpoint_seconds,
@@ -344,13 +345,14 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
     };
     if spec.mode.is_durable() {
         eprintln!(
-            "[{}] wrote {:.1} MB of log ({} syncs, {} rotations, workers waited for a buffer {} times, {:.3} s, {} buffers allocated); {} checkpoints, {:.1} MB in {:.2} s ({:.1} s/GB)",
+            "[{}] wrote {:.1} MB of log ({} syncs, {} rotations, workers waited for a buffer {} times, {:.3} s, log buffers {} at most, {} at the end); {} checkpoints, {:.1} MB in {:.2} s ({:.1} s/GB)",
             spec.mode,
             stats.log_bytes as f64 / 1e6,
             stats.log_syncs,
             stats.log_rotations,
             stats.buffer_waits,
             stats.buffer_wait_seconds,
+            stats.log_buffers_peak,
             stats.log_buffers_allocated,
             stats.checkpoints,
             stats.checkpoint_bytes as f64 / 1e6,

@@ -126,10 +126,13 @@ pub struct DurabilityStats {
     pub buffer_waits: u64,
     /// Total time workers spent in those waits, in seconds.
     pub buffer_wait_seconds: f64,
-    /// Log buffers allocated for the loggers' pools so far (`log` and
-    /// `silor`; each `SilorOptions::log_buffer_bytes`): the memory the
-    /// pools hold.
+    /// Log buffers the loggers' pools hold now (`log` and `silor`; each
+    /// `SilorOptions::log_buffer_bytes`): the memory they take.
     pub log_buffers_allocated: u64,
+    /// The most buffers each pool has held at once, summed over the
+    /// loggers: what a backlog made them allocate (its extra buffers are
+    /// freed as they are written out).
+    pub log_buffers_peak: u64,
     /// Checkpoints installed.
     pub checkpoints: u64,
     /// Bytes of checkpoint data written by installed checkpoints.

@@ -63,6 +63,12 @@ fn write_those_present<E>(
     Ok(())
 }
 
+/// Free buffers a logger's pool keeps per worker; more are freed as they
+/// come back (`LoggerShared::recycle`). The pool's old fixed size: enough
+/// for steady logging, where a worker fills one buffer while the logger
+/// writes another, so only a backlog's extra buffers are ever freed.
+const FREE_KEPT_PER_WORKER: usize = 16;
+
 /// The `pepoch` file is rewritten (atomically) once appends grow it past this.
 const PEPOCH_REWRITE_BYTES: u64 = 64 << 10;
 
@@ -78,8 +84,10 @@ pub(crate) struct LoggerShared {
     free: Mutex<Vec<Vec<u8>>>,
     /// Signalled when a buffer is recycled.
     recycled: Condvar,
-    /// Buffers allocated so far for this logger's pool.
+    /// Buffers this logger's pool holds now (free, filling or written).
     allocated: AtomicUsize,
+    /// The most it has held at once.
+    peak: AtomicUsize,
     /// Buffers the pool may hold per registered worker.
     per_worker: usize,
     /// This logger's workers.
@@ -101,6 +109,7 @@ impl LoggerShared {
             free: Mutex::new(Vec::new()),
             recycled: Condvar::new(),
             allocated: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
             per_worker,
             workers: Mutex::new(Vec::new()),
             e_l: AtomicU64::new(initial_e_l),
@@ -116,15 +125,33 @@ impl LoggerShared {
         let _ = self.full.0.send(buffer);
     }
 
-    /// Returns a buffer to the pool.
+    /// Returns a buffer to the pool, or frees it if the pool already keeps
+    /// [`FREE_KEPT_PER_WORKER`] free buffers per worker: what a backlog
+    /// allocated (a disk stall, up to the bound) goes back to the system as
+    /// the logger writes it out, instead of staying in the pool for good.
     pub(crate) fn recycle(&self, buffer: Vec<u8>) {
-        self.free.lock().push(buffer);
+        let keep = FREE_KEPT_PER_WORKER * self.workers.lock().len().max(1);
+        let mut free = self.free.lock();
+        if free.len() >= keep {
+            // Nobody waits for a buffer while this many are free.
+            drop(free);
+            self.allocated.fetch_sub(1, Ordering::AcqRel);
+            drop(buffer);
+            return;
+        }
+        free.push(buffer);
+        drop(free);
         self.recycled.notify_one();
     }
 
-    /// Buffers allocated so far for this logger's pool.
+    /// Buffers this logger's pool holds now.
     pub(crate) fn allocated(&self) -> usize {
         self.allocated.load(Ordering::Relaxed)
+    }
+
+    /// The most buffers this logger's pool has held at once.
+    pub(crate) fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
     }
 
     /// A recycled buffer, waiting up to `timeout` for one.
@@ -151,7 +178,10 @@ impl LoggerShared {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Some(Vec::with_capacity(buffer_bytes)),
+                Ok(_) => {
+                    self.peak.fetch_max(current + 1, Ordering::Relaxed);
+                    return Some(Vec::with_capacity(buffer_bytes));
+                }
                 Err(seen) => current = seen,
             }
         }

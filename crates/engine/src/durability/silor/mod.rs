@@ -61,8 +61,9 @@ pub struct SilorOptions {
     /// that a file-system hiccup such as a concurrent checkpoint's writes
     /// does not become a dip in transaction rates), and never fewer than
     /// 16. Buffers are allocated only when the pool has none free, so the
-    /// bound costs memory only while a logger falls behind; once
-    /// allocated, a buffer stays in the pool. Measured:
+    /// bound costs memory only while a logger falls behind; once the
+    /// pool holds 16 free buffers per worker, a buffer coming back from
+    /// its write is freed instead. Measured:
     /// a 16-buffer bound (8 MiB per worker) made one TPC-C worker wait for
     /// buffers up to 9% of a run with checkpoints (BENCHMARKS.md, session
     /// 51).
@@ -485,6 +486,12 @@ impl DurabilityMode for SiloR {
                 .loggers
                 .iter()
                 .map(|logger| logger.allocated() as u64)
+                .sum(),
+            log_buffers_peak: self
+                .inner
+                .loggers
+                .iter()
+                .map(|logger| logger.peak() as u64)
                 .sum(),
             checkpoints: stats.checkpoints.load(Ordering::Relaxed),
             checkpoint_bytes: stats.checkpoint_bytes.load(Ordering::Relaxed),
