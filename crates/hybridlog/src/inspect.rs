@@ -586,8 +586,8 @@ fn claims(
 }
 
 /// Checks a log file against `log.sums`: every piece at or above the
-/// newest checkpoint's `begin` that lies in this file, read one piece at a
-/// time.
+/// newest checkpoint's `begin` that lies in this file, read a run of
+/// adjacent pieces at a time (`sums::read_pieces`).
 fn log(
     storage: &dyn Storage,
     path: &Path,
@@ -644,44 +644,45 @@ fn log(
     let mut checked = 0u64;
     let mut bytes = 0u64;
     let mut damage = None;
-    let mut piece = Vec::new();
-    for check in read.claims.checks(first.max(begin), end) {
+    let mut checks = read.claims.checks(first.max(begin), end);
+    checks.retain(|check| check.piece.from >= first.max(begin) && check.piece.to <= end);
+    sums::read_pieces(file.as_ref(), first, &checks, |check, read| {
         let (from, to) = (check.piece.from, check.piece.to);
-        if from < first.max(begin) || to > end {
-            continue;
+        match read {
+            sums::PieceBytes::Read(piece) if check.matches(piece) => {
+                checked += 1;
+                bytes += to - from;
+                return ControlFlow::Continue(());
+            }
+            sums::PieceBytes::Failed => return ControlFlow::Break(()),
+            sums::PieceBytes::Read(_) | sums::PieceBytes::Short => {}
         }
-        piece.resize((to - from) as usize, 0);
-        let got = file.read_at(from - first, &mut piece)?;
-        if got < piece.len() || !check.matches(&piece) {
-            // Recovery checks the log from the index checkpoint's l_h up;
-            // below it the index already points into the log, and a record
-            // there is checked only when a request reads it from disk
-            // (`verify_log` scrubs them all).
-            let below = if to <= l_h {
-                format!(
-                    " (below the index checkpoint's L_h {l_h}: recovery does not read it, and a read of its records would fail)"
-                )
-            } else {
-                String::new()
-            };
-            let reason = format!("log [{from}, {to}) does not match its CRC32C in log.sums{below}");
-            damage = if from >= read_end {
-                Some(FileDamage {
-                    offset: from - first,
-                    reason: format!(
-                        "{reason} (at or above {read_end}, where the checkpoint's part of the log ends: recovery does not read it)"
-                    ),
-                    refused: false,
-                    unread: true,
-                })
-            } else {
-                corrupt(from - first, reason)
-            };
-            break;
-        }
-        checked += 1;
-        bytes += to - from;
-    }
+        // Recovery checks the log from the index checkpoint's l_h up;
+        // below it the index already points into the log, and a record
+        // there is checked only when a request reads it from disk
+        // (`verify_log` scrubs them all).
+        let below = if to <= l_h {
+            format!(
+                " (below the index checkpoint's L_h {l_h}: recovery does not read it, and a read of its records would fail)"
+            )
+        } else {
+            String::new()
+        };
+        let reason = format!("log [{from}, {to}) does not match its CRC32C in log.sums{below}");
+        damage = if from >= read_end {
+            Some(FileDamage {
+                offset: from - first,
+                reason: format!(
+                    "{reason} (at or above {read_end}, where the checkpoint's part of the log ends: recovery does not read it)"
+                ),
+                refused: false,
+                unread: true,
+            })
+        } else {
+            corrupt(from - first, reason)
+        };
+        ControlFlow::Break(())
+    })?;
     writeln!(
         out,
         "log [{first}, {end}); checked from {}: {checked} pieces, {bytes} bytes",

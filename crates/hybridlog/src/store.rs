@@ -713,28 +713,41 @@ impl<F: Functions> Store<F> {
     /// read. A mismatch is `Error::Corrupted` with the log's path and the
     /// piece's first address.
     pub fn verify_log(&self) -> Result<LogVerified> {
+        use crate::sums::PieceBytes;
+        use std::ops::ControlFlow::{Break, Continue};
         let log = &self.inner.log;
         let flushed = log.flushed();
         let begin = log.begin.load(SeqCst);
+        let mut checks = log.sums.checks(begin, flushed);
+        checks.retain(|check| check.piece.to <= flushed);
+        let file: &dyn epochdb_storage::StorageFile = self.inner.segments.as_ref();
         let mut verified = LogVerified::default();
         let mut covered = begin;
-        let mut bytes = Vec::new();
-        for check in log.sums.checks(begin, flushed) {
+        let mut failure = None;
+        crate::sums::read_pieces(file, 0, &checks, |check, bytes| {
             let piece = check.piece;
-            if piece.to > flushed {
-                break;
-            }
             verified.unchecked_bytes += piece.from.saturating_sub(covered);
             covered = covered.max(piece.to);
-            let file: &dyn epochdb_storage::StorageFile = self.inner.segments.as_ref();
-            let checked = crate::recovery::check_on_disk(file, file.path(), &check, &mut bytes);
             if piece.from < log.begin.load(SeqCst) {
                 // Truncated meanwhile: nothing to check there any more.
-                continue;
+                return Continue(());
             }
-            checked?;
-            verified.pieces += 1;
-            verified.bytes += bytes.len() as u64;
+            match bytes {
+                PieceBytes::Read(bytes) if check.matches(bytes) => {
+                    verified.pieces += 1;
+                    verified.bytes += bytes.len() as u64;
+                    Continue(())
+                }
+                // `read_pieces` returns the error.
+                PieceBytes::Failed => Break(()),
+                PieceBytes::Read(_) | PieceBytes::Short => {
+                    failure = Some(recovery::piece_mismatch(file.path(), &piece));
+                    Break(())
+                }
+            }
+        })?;
+        if let Some(error) = failure {
+            return Err(error);
         }
         verified.unchecked_bytes += flushed.saturating_sub(covered);
         Ok(verified)

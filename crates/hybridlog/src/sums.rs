@@ -271,6 +271,64 @@ fn claims_block(kind: u16, words: &[u64]) -> Vec<u8> {
     out
 }
 
+/// Bytes a scrub reads at a time: a run of adjacent pieces up to this long
+/// is read in one go, not a piece per read (there are 256 per MiB).
+const RUN_READ_BYTES: u64 = 1 << 20;
+
+/// What [`read_pieces`] found for one piece.
+pub(crate) enum PieceBytes<'a> {
+    /// Its bytes as they are in the file now.
+    Read(&'a [u8]),
+    /// The file ends inside it.
+    Short,
+    /// The read of its run failed: if `each` stops here, `read_pieces`
+    /// returns the error.
+    Failed,
+}
+
+/// Reads the bytes of `checks` (pieces in address order) from `file`, whose
+/// first byte is log address `first`, each run of adjacent pieces (up to a
+/// MiB) in one read, and hands every check its bytes in order. Stops early
+/// when `each` says so; the error is the failed read `each` stopped at.
+pub(crate) fn read_pieces(
+    file: &dyn StorageFile,
+    first: u64,
+    checks: &[Check],
+    mut each: impl FnMut(&Check, PieceBytes<'_>) -> std::ops::ControlFlow<()>,
+) -> std::result::Result<(), epochdb_storage::StorageError> {
+    let mut buf = Vec::new();
+    let mut at = 0;
+    while at < checks.len() {
+        let from = checks[at].piece.from;
+        let mut end = at + 1;
+        while end < checks.len()
+            && checks[end].piece.from == checks[end - 1].piece.to
+            && checks[end].piece.to - from <= RUN_READ_BYTES
+        {
+            end += 1;
+        }
+        let to = checks[end - 1].piece.to;
+        buf.resize((to - from) as usize, 0);
+        let read = file.read_at(from - first, &mut buf);
+        for check in &checks[at..end] {
+            let (start, stop) = (
+                (check.piece.from - from) as usize,
+                (check.piece.to - from) as usize,
+            );
+            let bytes = match &read {
+                Ok(n) if *n >= stop => PieceBytes::Read(&buf[start..stop]),
+                Ok(_) => PieceBytes::Short,
+                Err(_) => PieceBytes::Failed,
+            };
+            if each(check, bytes).is_break() {
+                return read.map(|_| ());
+            }
+        }
+        at = end;
+    }
+    Ok(())
+}
+
 /// `[from, to)` cut where its pieces are: at every [`SUM_BLOCK_BYTES`].
 pub(crate) fn piece_spans(from: u64, to: u64) -> impl Iterator<Item = (u64, u64)> {
     page_spans(from, to, SUM_BLOCK_BITS)
