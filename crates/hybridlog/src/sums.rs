@@ -534,6 +534,44 @@ mod tests {
         Piece { from, to, crc }
     }
 
+    /// Each piece gets exactly its own bytes, in a run of adjacent pieces
+    /// and after a gap, and a piece the file ends inside is reported short.
+    #[test]
+    fn read_pieces_hands_each_piece_its_own_bytes() {
+        let disk = epochdb_storage::SimStorage::new(1);
+        let mut file = disk.create(Path::new("/log")).unwrap();
+        let bytes: Vec<u8> = (0..35u8).collect();
+        file.append(&bytes).unwrap();
+        let mut claims = Claims::default();
+        for (from, to) in [(100, 110), (110, 120)] {
+            claims.add_piece(Piece::of(
+                from,
+                &bytes[from as usize - 100..to as usize - 100],
+            ));
+        }
+        // Past the file's 35 bytes.
+        claims.add_piece(piece(130, 140, 0));
+        let checks = claims.checks(0, u64::MAX);
+        let mut seen = Vec::new();
+        read_pieces(file.as_ref(), 100, &checks, |check, read| {
+            seen.push(match read {
+                PieceBytes::Read(b) => (check.piece.from, b.to_vec(), check.matches(b)),
+                PieceBytes::Short => (check.piece.from, Vec::new(), false),
+                PieceBytes::Failed => unreachable!("the reads succeed"),
+            });
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (100, bytes[..10].to_vec(), true),
+                (110, bytes[10..20].to_vec(), true),
+                (130, Vec::new(), false),
+            ]
+        );
+    }
+
     #[test]
     fn a_later_piece_replaces_the_ones_it_overlaps() {
         let mut claims = Claims::default();
