@@ -116,14 +116,16 @@ impl StorageFile for GatedFile {
     }
 }
 
-#[test]
-fn a_worker_whose_logger_cannot_write_waits_for_a_buffer_at_the_pools_bound() {
-    const BUFFER_BYTES: usize = 4096;
-    const VALUE_BYTES: usize = 200;
-    const COMMITS: usize = 2_000;
+/// A `log`-mode database of one worker on the gated simulated disk, with
+/// `BUFFER_BYTES` log buffers and `buffers_per_worker` of them at most,
+/// and its table; the gate starts open.
+fn open_gated(
+    seed: u64,
+    buffers_per_worker: usize,
+) -> (Database, epochdb_engine::TableId, Arc<Gate>) {
     let gate = Arc::new(Gate::default());
     let storage = GatedStorage {
-        disk: SimStorage::new(51),
+        disk: SimStorage::new(seed),
         gate: gate.clone(),
     };
     let db = Database::open(Config {
@@ -134,7 +136,7 @@ fn a_worker_whose_logger_cannot_write_waits_for_a_buffer_at_the_pools_bound() {
         workers: 1,
         silor: SilorOptions {
             log_buffer_bytes: BUFFER_BYTES,
-            buffers_per_worker: 2,
+            buffers_per_worker,
             direct_io: false,
             ..SilorOptions::default()
         },
@@ -142,25 +144,51 @@ fn a_worker_whose_logger_cannot_write_waits_for_a_buffer_at_the_pools_bound() {
     })
     .unwrap();
     let table = db.create_table("t").unwrap();
+    (db, table, gate)
+}
+
+/// Commits `commits` transactions on a new worker, each putting one
+/// `VALUE_BYTES` value under a new key, calling `committed` after each;
+/// returns the last one's ticket.
+fn commit_values(
+    db: &Database,
+    table: epochdb_engine::TableId,
+    commits: usize,
+    committed: impl Fn(),
+) -> epochdb_engine::Ticket {
+    let mut worker = db.worker().unwrap();
+    let mut last = None;
+    for n in 0..commits as u64 {
+        let ((), ticket) = worker
+            .run(|tx| {
+                tx.put(table, &n.to_be_bytes(), &[7; VALUE_BYTES])?;
+                Ok(())
+            })
+            .unwrap();
+        last = Some(ticket);
+        committed();
+    }
+    last.expect("at least one commit")
+}
+
+/// Bytes of a log buffer in these tests.
+const BUFFER_BYTES: usize = 4096;
+/// Bytes of each committed value.
+const VALUE_BYTES: usize = 200;
+
+#[test]
+fn a_worker_whose_logger_cannot_write_waits_for_a_buffer_at_the_pools_bound() {
+    const COMMITS: usize = 2_000;
+    let (db, table, gate) = open_gated(51, 2);
     // The log file exists (its header written at open); from now on the
     // logger's first write of a buffer blocks.
     gate.set_closed(true);
     let committed = Arc::new(AtomicUsize::new(0));
     let last_ticket = std::thread::scope(|scope| {
         let worker = scope.spawn(|| {
-            let mut worker = db.worker().unwrap();
-            let mut last = None;
-            for n in 0..COMMITS as u64 {
-                let ((), ticket) = worker
-                    .run(|tx| {
-                        tx.put(table, &n.to_be_bytes(), &[7; VALUE_BYTES])?;
-                        Ok(())
-                    })
-                    .unwrap();
-                last = Some(ticket);
+            commit_values(&db, table, COMMITS, || {
                 committed.fetch_add(1, Ordering::Relaxed);
-            }
-            last.unwrap()
+            })
         });
         // Unbounded, the worker would be done in a few milliseconds; with
         // two buffers of 4 KiB it holds at most two buffers of entries.
@@ -190,45 +218,13 @@ fn a_worker_whose_logger_cannot_write_waits_for_a_buffer_at_the_pools_bound() {
 /// not every buffer a stall made it allocate.
 #[test]
 fn buffers_allocated_for_a_backlog_are_freed_once_it_is_written() {
-    const BUFFER_BYTES: usize = 4096;
-    const VALUE_BYTES: usize = 200;
     const COMMITS: usize = 2_000; // about 100 buffers of entries
-    let gate = Arc::new(Gate::default());
-    let storage = GatedStorage {
-        disk: SimStorage::new(52),
-        gate: gate.clone(),
-    };
-    let db = Database::open(Config {
-        durability: DurabilityKind::Log,
-        dirs: vec!["/db".into()],
-        storage: Some(Arc::new(storage) as Arc<dyn Storage>),
-        epoch_interval: Duration::from_millis(5),
-        workers: 1,
-        silor: SilorOptions {
-            log_buffer_bytes: BUFFER_BYTES,
-            buffers_per_worker: 1_000,
-            direct_io: false,
-            ..SilorOptions::default()
-        },
-        ..Config::default()
-    })
-    .unwrap();
-    let table = db.create_table("t").unwrap();
+    let (db, table, gate) = open_gated(52, 1_000);
     gate.set_closed(true);
-    let mut worker = db.worker().unwrap();
-    let mut last = None;
-    for n in 0..COMMITS as u64 {
-        let ((), ticket) = worker
-            .run(|tx| {
-                tx.put(table, &n.to_be_bytes(), &[7; VALUE_BYTES])?;
-                Ok(())
-            })
-            .unwrap();
-        last = Some(ticket);
-    }
+    let last = commit_values(&db, table, COMMITS, || {});
     let backlog = db.durability_stats();
     gate.set_closed(false);
-    last.unwrap().wait().unwrap();
+    last.wait().unwrap();
     let after = db.durability_stats();
     assert!(
         backlog.log_buffers_allocated >= 60 && backlog.buffer_waits == 0,
