@@ -148,6 +148,35 @@ impl Claims {
         self.next_seq += 1;
     }
 
+    /// [`Claims::add_piece`] for a reader of many claims (`decode`): a
+    /// piece past every piece so far waits in `run` and the run enters the
+    /// map in one bulk build (a side file of 4 KiB pieces holds a quarter
+    /// of a million per GB of log, mostly in address order); any other
+    /// piece ends the run first. Call [`Claims::end_run`] after the last.
+    fn add_piece_in_order(&mut self, piece: Piece, run: &mut Vec<(u64, (Piece, u64))>) {
+        let last_to = match run.last() {
+            Some((_, (last, _))) => Some(last.to),
+            None => self.pieces.last_key_value().map(|(_, (last, _))| last.to),
+        };
+        if piece.from < piece.to && last_to.is_none_or(|to| to <= piece.from) {
+            run.push((piece.from, (piece, self.next_seq)));
+            self.next_seq += 1;
+        } else {
+            self.end_run(run);
+            self.add_piece(piece);
+        }
+    }
+
+    /// Puts the pieces `add_piece_in_order` kept in `run` into the map.
+    fn end_run(&mut self, run: &mut Vec<(u64, (Piece, u64))>) {
+        if self.pieces.is_empty() {
+            // Sorted and distinct: a bulk build, not an insert per piece.
+            self.pieces = run.drain(..).collect();
+        } else {
+            self.pieces.extend(run.drain(..));
+        }
+    }
+
     /// Adds a mark: the invalid bit of the header at `address` was set.
     pub(crate) fn add_mark(&mut self, address: u64) {
         self.marks.insert(address, self.next_seq);
@@ -369,6 +398,8 @@ pub(crate) fn read(storage: &dyn Storage, dir: &Path) -> Result<ReadSums> {
 /// The claims of a side file's bytes.
 pub(crate) fn decode(data: &[u8]) -> ReadSums {
     let mut read = ReadSums::default();
+    let mut claims = Claims::default();
+    let mut run = Vec::new();
     for block in blocks(data, SUMS_MAGIC) {
         let (offset, block) = match block {
             Ok(b) => b,
@@ -411,18 +442,23 @@ pub(crate) fn decode(data: &[u8]) -> ReadSums {
         }
         if block.kind == KIND_PIECES {
             for p in words.chunks_exact(3) {
-                read.claims.add_piece(Piece {
-                    from: p[0],
-                    to: p[1],
-                    crc: p[2] as u32,
-                });
+                claims.add_piece_in_order(
+                    Piece {
+                        from: p[0],
+                        to: p[1],
+                        crc: p[2] as u32,
+                    },
+                    &mut run,
+                );
             }
         } else {
             for &address in &words {
-                read.claims.add_mark(address);
+                claims.add_mark(address);
             }
         }
     }
+    claims.end_run(&mut run);
+    read.claims = claims;
     read
 }
 
@@ -532,6 +568,46 @@ mod tests {
 
     fn piece(from: u64, to: u64, crc: u32) -> Piece {
         Piece { from, to, crc }
+    }
+
+    /// Decoding takes runs of ascending pieces in bulk; the claims must come
+    /// out exactly as added one by one, overlaps and marks included.
+    #[test]
+    fn decoding_in_runs_gives_the_claims_added_one_by_one() {
+        enum C {
+            P(u64, u64, u32),
+            M(u64),
+        }
+        let sequence = [
+            C::P(64, 100, 1),
+            C::P(100, 200, 2),
+            C::M(104),
+            C::P(200, 300, 3),
+            C::P(150, 210, 4), // overlaps two: ends the run
+            C::P(400, 500, 5),
+            C::M(408),
+            C::P(500, 600, 6),
+            C::P(0, 64, 7), // below all: ends the run again
+            C::P(600, 700, 8),
+        ];
+        let mut one_by_one = Claims::default();
+        let mut file = Vec::new();
+        for claim in &sequence {
+            match *claim {
+                C::P(from, to, crc) => {
+                    one_by_one.add_piece(piece(from, to, crc));
+                    file.extend(claims_block(KIND_PIECES, &[from, to, u64::from(crc)]));
+                }
+                C::M(address) => {
+                    one_by_one.add_mark(address);
+                    file.extend(claims_block(KIND_MARKS, &[address]));
+                }
+            }
+        }
+        let decoded = decode(&file).claims;
+        assert_eq!(decoded.checks(0, u64::MAX), one_by_one.checks(0, u64::MAX));
+        assert_eq!(decoded.totals(), one_by_one.totals());
+        assert_eq!(decoded.encode(), one_by_one.encode());
     }
 
     /// Each piece gets exactly its own bytes, in a run of adjacent pieces
