@@ -78,5 +78,5 @@ pub use session::{Completed, OpKind, Session, Status};
 pub use state::{Phase, SystemState};
 pub use store::{
     CheckpointInfo, Config, DiskReads, LogAddresses, LogVerified, RecoveredInfo, SessionStates,
-    SessionView, ShiftMode, Store,
+    SessionView, ShiftMode, Store, IO_THREADS_AUTO_MAX,
 };

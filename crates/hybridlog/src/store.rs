@@ -58,6 +58,13 @@ pub struct Config {
     /// reads ahead meanwhile. Any count recovers the same store and
     /// reports the same errors.
     pub recovery_threads: usize,
+    /// Threads that read records below head from disk for pending requests
+    /// (0: one per available core, at most [`IO_THREADS_AUTO_MAX`]). Each
+    /// read is a synchronous `pread`, so this is also how many reads the
+    /// device has in flight; and each thread checks what it reads
+    /// (`check_disk_reads`), which is CPU work when the log sits in the
+    /// page cache. Threads with nothing to read sleep on the request queue.
+    pub io_threads: usize,
     /// Flush the log's pages past the page cache (`O_DIRECT`, as FASTER's
     /// unbuffered devices) where the file system allows it; a flush then
     /// rewrites the 4 KiB blocks its range starts and ends in. Buffered,
@@ -117,6 +124,7 @@ impl Default for Config {
             shift_mode: ShiftMode::Fine,
             log_segment_bits: 30,
             recovery_threads: 0,
+            io_threads: 0,
             direct_io: true,
             check_disk_reads: true,
             huge_pages: true,
@@ -419,6 +427,8 @@ fn advance<F: Functions>(weak: Weak<Inner<F>>, from: SystemState) {
 pub struct Store<F: Functions> {
     inner: Arc<Inner<F>>,
     threads: Vec<JoinHandle<()>>,
+    /// How many of `threads` are I/O threads.
+    io_threads: usize,
     recovered: Option<RecoveredInfo>,
 }
 
@@ -542,26 +552,20 @@ impl<F: Functions> Store<F> {
         let (io_tx, io_rx) = crossbeam_channel::unbounded();
         let limit = log.record_bytes_max();
         let mut threads = Vec::new();
-        let io_file = file.clone();
-        let io_log = log.clone();
         let io_counters = Arc::new(IoCounters::default());
-        let check_disk_reads = config.check_disk_reads;
-        let counters = io_counters.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("hybridlog-io".into())
-                .spawn(move || {
-                    io_loop(
-                        io_file,
-                        io_log,
-                        io_rx,
-                        (layout, limit),
-                        check_disk_reads,
-                        counters,
-                    )
-                })
-                .expect("spawn the I/O thread"),
-        );
+        let io_threads = io_threads(config.io_threads);
+        for i in 0..io_threads {
+            let (file, log, requests) = (file.clone(), log.clone(), io_rx.clone());
+            let counters = io_counters.clone();
+            let check = config.check_disk_reads;
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("hybridlog-io-{i}"))
+                    .spawn(move || io_loop(file, log, requests, (layout, limit), check, counters))
+                    .expect("spawn an I/O thread"),
+            );
+        }
+        drop(io_rx);
         let flusher = log.clone();
         threads.push(
             std::thread::Builder::new()
@@ -644,6 +648,7 @@ impl<F: Functions> Store<F> {
         Ok(Store {
             inner,
             threads,
+            io_threads,
             recovered,
         })
     }
@@ -1184,11 +1189,27 @@ impl<F: Functions> Store<F> {
 impl<F: Functions> Drop for Store<F> {
     fn drop(&mut self) {
         self.inner.log.shutdown();
-        let _ = self.inner.io.send(IoMessage::Stop);
+        // One stop for each I/O thread: each takes one and ends.
+        for _ in 0..self.io_threads {
+            let _ = self.inner.io.send(IoMessage::Stop);
+        }
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
     }
+}
+
+/// `Config::io_threads: 0` takes one per available core, up to this many.
+pub const IO_THREADS_AUTO_MAX: usize = 8;
+
+/// The I/O threads for `requested` (0: automatic).
+fn io_threads(requested: usize) -> usize {
+    if requested != 0 {
+        return requested;
+    }
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(IO_THREADS_AUTO_MAX)
 }
 
 /// The first address of a fresh log.

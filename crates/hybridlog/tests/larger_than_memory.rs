@@ -101,6 +101,7 @@ fn quarter_memory(huge_pages: bool) {
 
 /// Pages of 64 KiB hold sixteen checksum blocks: a record read from disk is
 /// checked against the pieces of the blocks around it, not its page's.
+/// Four I/O threads share the reads.
 #[test]
 fn records_on_large_pages_are_checked_as_they_are_read() {
     let store = Store::open(
@@ -109,6 +110,7 @@ fn records_on_large_pages_are_checked_as_they_are_read() {
         Config {
             page_bits: 16,
             memory_bytes: 8 << 16,
+            io_threads: 4,
             ..config()
         },
         AddU64,

@@ -116,6 +116,10 @@ pub(crate) struct HybridlogArgs {
     /// check costs.
     #[arg(long)]
     unchecked_disk_reads: bool,
+    /// Threads that read evicted records from disk (`Config::io_threads`;
+    /// 0: one per core, at most 8)
+    #[arg(long, default_value_t = 0)]
+    io_threads: usize,
     /// The share of the in-memory log that is mutable (`Config::
     /// mutable_fraction`, FASTER's mutable region): below it an update
     /// copies the record to the tail instead of updating it in place.
@@ -562,6 +566,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         recovery_threads: args.recovery_threads,
         direct_io: !args.buffered_io,
         check_disk_reads: !args.unchecked_disk_reads,
+        io_threads: args.io_threads,
         huge_pages: args.huge_pages == "on",
         record_layout,
         ..Config::default()
