@@ -43,7 +43,7 @@ pub(crate) struct IoDone {
 const CHECK_SPAN_MAX_BYTES: u64 = 16 << 10;
 const _: () = assert!(CHECK_SPAN_MAX_BYTES >= 2 * crate::sums::SUM_BLOCK_BYTES);
 
-/// What the I/O thread has read, for [`crate::Store::disk_reads`].
+/// What the I/O threads have read, for [`crate::Store::disk_reads`].
 #[derive(Debug, Default)]
 pub(crate) struct IoCounters {
     /// Records read from the log file.
@@ -52,7 +52,7 @@ pub(crate) struct IoCounters {
     pub(crate) checked: AtomicU64,
 }
 
-/// What the I/O thread reuses from read to read.
+/// What an I/O thread reuses from read to read.
 #[derive(Default)]
 pub(crate) struct ReadScratch {
     /// The bytes read: the record and the pieces around it.
@@ -125,13 +125,8 @@ pub(crate) fn read_record(
         }
         let bytes = &span[(piece.from - from) as usize..(piece.to - from) as usize];
         if (piece.to - from) as usize > n || !check.matches(bytes) {
-            return Err(format!(
-                "log file {}: bytes [{}, {}) do not match their CRC32C in log.sums \
-                 (reading the record at {address})",
-                file.path().display(),
-                piece.from,
-                piece.to
-            ));
+            let mismatch = crate::recovery::piece_mismatch(file.path(), &piece);
+            return Err(format!("{mismatch} (reading the record at {address})"));
         }
         covered = covered.max(piece.to);
     }

@@ -262,7 +262,7 @@ pub(crate) struct Inner<F: Functions> {
     /// Each session's in-place window, by slot (`windows.rs`).
     pub(crate) windows: InPlaceWindows,
     pub(crate) io: Sender<IoMessage>,
-    /// What the I/O thread has read.
+    /// What the I/O threads have read.
     io_counters: Arc<IoCounters>,
     storage: Arc<dyn Storage>,
     dir: PathBuf,
@@ -758,7 +758,7 @@ impl<F: Functions> Store<F> {
         Ok(verified)
     }
 
-    /// Records the I/O thread has read from the log file (below head) since
+    /// Records the I/O threads have read from the log file (below head) since
     /// the store opened, and how many of them it checked.
     pub fn disk_reads(&self) -> DiskReads {
         let counters = &self.inner.io_counters;

@@ -158,7 +158,8 @@ impl Claims {
             Some((_, (last, _))) => Some(last.to),
             None => self.pieces.last_key_value().map(|(_, (last, _))| last.to),
         };
-        if piece.from < piece.to && last_to.is_none_or(|to| to <= piece.from) {
+        // `decode` checked that every piece is non-empty.
+        if last_to.is_none_or(|to| to <= piece.from) {
             run.push((piece.from, (piece, self.next_seq)));
             self.next_seq += 1;
         } else {
