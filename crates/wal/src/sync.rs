@@ -3,12 +3,12 @@
 //! (crossbeam-epoch's pattern, as in `epochdb-epoch`).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8};
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 
@@ -174,18 +174,31 @@ const BELL_NAP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Lets an idle pipeline thread sleep until a producer has published
 /// progress, at the cost of one fence and one load per publication while
-/// nobody sleeps.
+/// nobody sleeps, and of one wake-up per sleep while somebody does.
 ///
-/// The protocol is Dekker's: the producer publishes, fences, then reads
-/// `sleepers`; the sleeper counts itself in `sleepers`, fences, then checks
-/// for progress under the lock. With both fences `SeqCst`, at least one
-/// side sees the other: the producer rings, or the sleeper sees the
-/// progress and does not sleep. The lock orders a ring after the
-/// sleeper's check, so a ring between check and sleep is not lost.
-/// Modelled by loom (`loom_bell_*` below).
+/// `state` counts the sleepers (low 32 bits) and, above them, the rings
+/// that woke some. The protocol is Dekker's: the producer publishes,
+/// fences, then reads the count; the sleeper counts itself in, fences,
+/// then checks for progress. With both fences `SeqCst`, at least one side
+/// sees the other: the producer rings, or the sleeper sees the progress and
+/// does not sleep. A ring *takes* every sleeper counted so far — it sets
+/// the count to zero and bumps the ring number, under the lock — and a
+/// sleeper sleeps only while the ring number is the one it saw when it
+/// counted itself in, checked under the same lock, so a ring between its
+/// check and its sleep is not lost. A sleeper that was not taken (it did
+/// not sleep, or its nap timed out) counts itself out again.
+///
+/// Why a ring takes the sleepers rather than each counting itself out
+/// once awake (the first version): a woken sleeper takes microseconds to
+/// be scheduled, and until it counted itself out every publication saw a
+/// sleeper and rang again, each time taking the lock the waking sleeper
+/// was about to take. At one database thread appending 128 B entries that
+/// was ~66 rings per sleep of the ELEDA worker, and the database thread
+/// spun and yielded on the lock (BENCHMARKS.md, session 53).
 #[derive(Debug)]
 pub(crate) struct Bell {
-    sleepers: AtomicUsize,
+    /// `sleepers | rings << RING_SHIFT`.
+    state: AtomicU64,
     #[cfg(not(loom))]
     lock: parking_lot::Mutex<()>,
     #[cfg(not(loom))]
@@ -196,11 +209,16 @@ pub(crate) struct Bell {
     cond: loom::sync::Condvar,
 }
 
+/// Where [`Bell::state`]'s ring number starts; the sleepers are below it.
+const RING_SHIFT: u32 = 32;
+/// [`Bell::state`]'s sleeper count.
+const SLEEPERS: u64 = (1 << RING_SHIFT) - 1;
+
 impl Bell {
     /// A bell nobody sleeps on.
     pub(crate) fn new() -> Self {
         Self {
-            sleepers: AtomicUsize::new(0),
+            state: AtomicU64::new(0),
             #[cfg(not(loom))]
             lock: parking_lot::Mutex::new(()),
             #[cfg(not(loom))]
@@ -216,7 +234,7 @@ impl Bell {
     #[inline]
     pub(crate) fn ring(&self) {
         fence_seq_cst();
-        if self.sleepers.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+        if self.state.load(std::sync::atomic::Ordering::Relaxed) & SLEEPERS != 0 {
             self.ring_slow();
         }
     }
@@ -225,8 +243,8 @@ impl Bell {
     /// what the sleeper's `ready()` checks — was published by a `SeqCst`
     /// read-modify-write earlier on this thread (the LSN sequencer's
     /// fetch-add: the worker's `ready()` asks whether anything is reserved
-    /// beyond SBL). The sleeper counts itself, fences `SeqCst`, then loads
-    /// the progress; the producer's RMW and its `SeqCst` load of `sleepers`
+    /// beyond SBL). The sleeper counts itself in, fences `SeqCst`, then loads
+    /// the progress; the producer's RMW and its `SeqCst` load of the count
     /// are both in the single total order S. If the load precedes the
     /// sleeper's fence in S, so does the RMW (sequenced before it), and a
     /// load after a `SeqCst` fence sees every `SeqCst` modification before
@@ -246,22 +264,31 @@ impl Bell {
     pub(crate) fn ring_after_seq_cst_rmw(&self) {
         #[cfg(loom)]
         fence_seq_cst();
-        if self.sleepers.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+        if self.state.load(std::sync::atomic::Ordering::SeqCst) & SLEEPERS != 0 {
             self.ring_slow();
         }
     }
 
     #[cold]
     fn ring_slow(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
         #[cfg(not(loom))]
-        {
-            let _guard = self.lock.lock();
-            self.cond.notify_all();
-        }
+        let _guard = self.lock.lock();
         #[cfg(loom)]
-        {
-            let _guard = self.lock.lock().expect("loom mutex poisoned");
-            self.cond.notify_all();
+        let _guard = self.lock.lock().expect("loom mutex poisoned");
+        // Take every sleeper counted so far (a CAS: more may count
+        // themselves in meanwhile, outside the lock). None left: another
+        // ring took them and woke them already.
+        let mut state = self.state.load(Relaxed);
+        while state & SLEEPERS != 0 {
+            let taken = ((state >> RING_SHIFT) + 1) << RING_SHIFT;
+            match self.state.compare_exchange(state, taken, Relaxed, Relaxed) {
+                Ok(_) => {
+                    self.cond.notify_all();
+                    return;
+                }
+                Err(now) => state = now,
+            }
         }
     }
 
@@ -269,12 +296,15 @@ impl Bell {
     /// it slept.
     pub(crate) fn wait_unless(&self, ready: impl Fn() -> bool) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
-        self.sleepers.fetch_add(1, Relaxed);
+        let ring = self.state.fetch_add(1, Relaxed) >> RING_SHIFT;
         fence_seq_cst();
+        // A ring since this sleeper counted itself in shows as a new ring
+        // number; such a ring took it (set the count back for it).
+        let rung = || self.state.load(Relaxed) >> RING_SHIFT != ring;
         #[cfg(not(loom))]
         let slept = {
             let mut guard = self.lock.lock();
-            let sleep = !ready();
+            let sleep = !rung() && !ready();
             if sleep {
                 self.cond.wait_for(&mut guard, BELL_NAP);
             }
@@ -283,13 +313,24 @@ impl Bell {
         #[cfg(loom)]
         let slept = {
             let guard = self.lock.lock().expect("loom mutex poisoned");
-            let sleep = !ready();
+            let sleep = !rung() && !ready();
             if sleep {
                 drop(self.cond.wait(guard).expect("loom mutex poisoned"));
             }
             sleep
         };
-        self.sleepers.fetch_sub(1, Relaxed);
+        // Not taken by a ring: count itself out (unless a ring takes it
+        // first, which this CAS would then see).
+        let mut state = self.state.load(Relaxed);
+        while state >> RING_SHIFT == ring {
+            match self
+                .state
+                .compare_exchange(state, state - 1, Relaxed, Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => state = now,
+            }
+        }
         slept
     }
 }
@@ -309,7 +350,7 @@ mod loom_tests {
     //! thread is blocked.
 
     use super::{Arc, AtomicU64, Bell};
-    use std::sync::atomic::Ordering::{Acquire, Release};
+    use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
     /// One producer publishes twice; the consumer idles until it has seen
     /// both.
@@ -338,6 +379,37 @@ mod loom_tests {
                 backoff.idle(&bell, || progress.load(Acquire) > seen);
             }
             producer.join().unwrap();
+        });
+    }
+
+    /// Two producers publish and ring at once; the consumer idles until it
+    /// has seen both. The first ring clears the bit the consumer set, so
+    /// the second must see a bit set again (or progress) for every sleep
+    /// that follows the first wake-up.
+    #[test]
+    fn loom_bell_two_producers_never_lose_a_ring() {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(3);
+        }
+        builder.check(|| {
+            let bell = Arc::new(Bell::new());
+            let progress = Arc::new(AtomicU64::new(0));
+            let producers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (bell, progress) = (bell.clone(), progress.clone());
+                    loom::thread::spawn(move || {
+                        progress.fetch_add(1, AcqRel);
+                        bell.ring();
+                    })
+                })
+                .collect();
+            while progress.load(Acquire) < 2 {
+                bell.wait_unless(|| progress.load(Acquire) >= 2);
+            }
+            for p in producers {
+                p.join().unwrap();
+            }
         });
     }
 

@@ -297,6 +297,18 @@ const RING_PREFETCH_BYTES: usize = 256;
 /// BENCHMARKS.md, session 35).
 const ENTRY_PREFETCH_MAX_BYTES: usize = 8 << 10;
 
+/// Passes in a row that found nothing after which a pacing worker stops
+/// napping and sleeps on its bell until a database thread rings it. Under
+/// load a pass finds nothing when the database threads are busy elsewhere
+/// for a few microseconds (at one thread: running a burst of callbacks
+/// after SDL moved); going to sleep on the bell then, after spinning and
+/// yielding, made every such pause cost the database thread a futex wake
+/// (an inter-processor interrupt, ~20 µs of its time on the VM measured:
+/// ~1,800 a second at one thread appending 128 B entries; BENCHMARKS.md,
+/// session 53). 64 naps of the default pace: an idle log stops polling
+/// after about 1.3 ms (more where sleeps overshoot).
+const IDLE_NAPS: u32 = 64;
+
 /// The ELEDA worker thread (stage two): advances SBL until the log stops.
 /// It rings the flusher whenever SBL moves, and sleeps on its own bell
 /// while nothing is reserved beyond SBL.
@@ -326,6 +338,17 @@ fn worker_main(core: &Core, start: Lsn) {
             std::thread::sleep(pace);
         }
     };
+    // A pass that found nothing naps too, for up to `IDLE_NAPS` passes in
+    // a row, before the worker sleeps on its bell: see `IDLE_NAPS`.
+    let mut idle_naps = 0u32;
+    let idle = |backoff: &mut Backoff, idle_naps: &mut u32| {
+        if !pace.is_zero() && *idle_naps < IDLE_NAPS {
+            *idle_naps += 1;
+            std::thread::sleep(pace);
+        } else {
+            backoff.idle(&core.worker_bell, nothing_to_do);
+        }
+    };
     match &core.tracker {
         Tracker::Grasshopper(gh) => {
             let mut worker = GhWorker::new(start, core.options.sbl_catch_up);
@@ -339,11 +362,12 @@ fn worker_main(core: &Core, start: Lsn) {
                         .catch_up_bytes
                         .store(worker.catch_up_bytes, Relaxed);
                     backoff.reset();
+                    idle_naps = 0;
                     nap(worker.sbl() - before);
                 } else if core.is_stopped() {
                     return;
                 } else {
-                    backoff.idle(&core.worker_bell, nothing_to_do);
+                    idle(&mut backoff, &mut idle_naps);
                 }
             }
         }
@@ -354,11 +378,12 @@ fn worker_main(core: &Core, start: Lsn) {
                 if worker.advance(bitmap, &core.ring, &core.sbl) {
                     core.flusher_bell.ring();
                     backoff.reset();
+                    idle_naps = 0;
                     nap(core.sbl.load(Relaxed) - before);
                 } else if core.is_stopped() {
                     return;
                 } else {
-                    backoff.idle(&core.worker_bell, nothing_to_do);
+                    idle(&mut backoff, &mut idle_naps);
                 }
             }
         }
