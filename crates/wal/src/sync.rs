@@ -383,9 +383,9 @@ mod loom_tests {
     }
 
     /// Two producers publish and ring at once; the consumer idles until it
-    /// has seen both. The first ring clears the bit the consumer set, so
-    /// the second must see a bit set again (or progress) for every sleep
-    /// that follows the first wake-up.
+    /// has seen both. The first ring takes the consumer counted in, so the
+    /// second must see it counted in again (or it must see the progress)
+    /// for every sleep that follows the first wake-up.
     #[test]
     fn loom_bell_two_producers_never_lose_a_ring() {
         let mut builder = loom::model::Builder::new();
