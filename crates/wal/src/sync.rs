@@ -413,10 +413,17 @@ mod loom_tests {
         });
     }
 
-    /// Two sleepers on one bell, one ring.
+    /// Two sleepers on one bell, one ring. Bounded as the two-producer
+    /// model is: unbounded, three threads around the bell's lock and
+    /// condvar ran past 20 minutes without an answer (bounds of 5 and 7,
+    /// `LOOM_MAX_PREEMPTIONS`, passed in 18 s and 4 minutes).
     #[test]
     fn loom_bell_wakes_every_sleeper() {
-        loom::model(|| {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(3);
+        }
+        builder.check(|| {
             let bell = Arc::new(Bell::new());
             let progress = Arc::new(AtomicU64::new(0));
             let sleepers: Vec<_> = (0..2)
