@@ -352,6 +352,16 @@ mod loom_tests {
     use super::{Arc, AtomicU64, Bell};
     use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
+    /// A model builder whose preemption bound is `bound` unless
+    /// `LOOM_MAX_PREEMPTIONS` sets another.
+    fn bounded(bound: usize) -> loom::model::Builder {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(bound);
+        }
+        builder
+    }
+
     /// One producer publishes twice; the consumer idles until it has seen
     /// both.
     #[test]
@@ -388,11 +398,7 @@ mod loom_tests {
     /// for every sleep that follows the first wake-up.
     #[test]
     fn loom_bell_two_producers_never_lose_a_ring() {
-        let mut builder = loom::model::Builder::new();
-        if builder.preemption_bound.is_none() {
-            builder.preemption_bound = Some(3);
-        }
-        builder.check(|| {
+        bounded(3).check(|| {
             let bell = Arc::new(Bell::new());
             let progress = Arc::new(AtomicU64::new(0));
             let producers: Vec<_> = (0..2)
@@ -419,11 +425,7 @@ mod loom_tests {
     /// `LOOM_MAX_PREEMPTIONS`, passed in 18 s and 4 minutes).
     #[test]
     fn loom_bell_wakes_every_sleeper() {
-        let mut builder = loom::model::Builder::new();
-        if builder.preemption_bound.is_none() {
-            builder.preemption_bound = Some(3);
-        }
-        builder.check(|| {
+        bounded(3).check(|| {
             let bell = Arc::new(Bell::new());
             let progress = Arc::new(AtomicU64::new(0));
             let sleepers: Vec<_> = (0..2)
