@@ -128,7 +128,22 @@ pub(crate) fn measure_write_read(
         })
     });
     let _ = std::fs::remove_file(&path);
+    settle_removals(root)?;
     result
+}
+
+/// Waits until the file system holding `dir` has committed everything done
+/// to it, removals included. This project's ext4 is mounted with online
+/// `discard`: the blocks of a removed file are discarded when the journal
+/// commits, and writes made meanwhile run slower (a 1 GB `fio` write right
+/// after removing a 3 GB file: 1,232–1,409 MB/s against 1,640 MB/s clean;
+/// `sync` took ~0.5 s and left the next write at full speed; BENCHMARKS.md,
+/// session 55). So a benchmark that removes a run's files (or its disk
+/// probe) settles before the next run, or the next run pays for the last.
+pub(crate) fn settle_removals(dir: &Path) -> Result<(), String> {
+    let handle = std::fs::File::open(dir).map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    rustix::fs::syncfs(&handle)
+        .map_err(|e| format!("syncing the file system of {}: {e}", dir.display()))
 }
 
 /// Drops every file directly in `dir` from the page cache, so the next

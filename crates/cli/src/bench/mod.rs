@@ -14,7 +14,7 @@ mod runner;
 mod wal;
 mod wal_plot;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -264,10 +264,14 @@ fn run_modes(
     crate::prefault::warm_allocator(common.prefault_mb);
     let mut runs = Vec::new();
     for (index, mode) in modes.iter().enumerate() {
-        let scratch;
-        let dirs = if common.dir.is_empty() {
-            scratch =
-                tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))?;
+        // The last mode's files, removed: their discards finish before this
+        // mode writes (`disk::settle_removals`).
+        let scratch = if common.dir.is_empty() {
+            Some(tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))?)
+        } else {
+            None
+        };
+        let dirs = if let Some(scratch) = &scratch {
             vec![scratch.path().to_path_buf()]
         } else {
             // Each run gets fresh subdirectories: a run never recovers
@@ -306,6 +310,13 @@ fn run_modes(
         };
         let mut workload = make();
         runs.push(runner::run(workload.as_mut(), &spec)?);
+        if let Some(scratch) = scratch {
+            let parent = scratch.path().parent().map(Path::to_path_buf);
+            drop(scratch);
+            if let Some(parent) = parent {
+                disk::settle_removals(&parent)?;
+            }
+        }
     }
     print_summary(&runs);
     if let Some(path) = &common.plot {

@@ -20,7 +20,7 @@ use epochdb_wal::{LogKind, Wal, WalOptions};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::disk::measure_write_read;
+use super::disk::{measure_write_read, settle_removals};
 use super::null_device::NullDevice;
 use super::placement::Placement;
 use super::report::write_json;
@@ -309,6 +309,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                         let run = one_run(&storage, &dir, options, &load, &placement)
                             .map_err(|e| format!("{name}, {threads} threads, {log_size} B: {e}"))?;
                         let _ = std::fs::remove_dir_all(&dir);
+                        settle_removals(&root)?;
                         let pace = (*kind != LogKind::Vanilla).then_some(pace);
                         let mut shown = if *kind == LogKind::Grasshopper && records == "staged" {
                             "gh+staged".to_string()
