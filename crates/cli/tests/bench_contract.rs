@@ -299,6 +299,12 @@ fn wal_json_has_one_run_per_implementation_threads_and_size() {
         assert!(run["log_size"].as_u64().is_some());
         assert!(run["throughput_txn_s"].as_f64().unwrap() > 0.0, "{run}");
         assert!(run["write_mb_s"].as_f64().unwrap() > 0.0, "{run}");
+        // Judged against the probes written around it.
+        let disk = run["disk_write_mb_s"].as_f64().unwrap();
+        let fraction = run["write_fraction_of_disk"].as_f64().unwrap();
+        assert!(disk > 0.0, "{run}");
+        let expected = run["write_mb_s"].as_f64().unwrap() / disk;
+        assert!((fraction - expected).abs() < 1e-9, "{run}");
         // The database threads' CPU time: positive, and no more than
         // their wall time (threads × seconds) in all.
         let cpu_ns = run["db_cpu_ns_per_txn"].as_f64().unwrap();
@@ -356,6 +362,7 @@ fn wal_json_has_one_run_per_implementation_threads_and_size() {
     assert_eq!(report["config"]["device"], "null");
     for run in report["runs"].as_array().unwrap() {
         assert!(run["throughput_txn_s"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(run["write_fraction_of_disk"].is_null(), "no disk: {run}");
     }
     let result = epochdb(&["bench", "wal", "--impl", "spin"]);
     assert!(!result.status.success());

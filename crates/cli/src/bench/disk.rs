@@ -104,6 +104,22 @@ fn read_probe_direct(path: &Path) -> Result<f64, String> {
     Ok(total as f64 / 1e6 / started.elapsed().as_secs_f64())
 }
 
+/// The disk's sequential write bandwidth alone, as [`measure_write_read`]
+/// writes it (no read-back): MB/s. The probe file is removed and its
+/// removal settled.
+pub(crate) fn measure_write(root: &Path, mib: usize, direct: bool) -> Result<f64, String> {
+    let path = root.join("disk-probe");
+    let chunks = (mib << 20) / PROBE_CHUNK_BYTES;
+    let written = if direct {
+        write_probe_direct(&path, chunks)
+    } else {
+        write_probe(&path, chunks)
+    };
+    let _ = std::fs::remove_file(&path);
+    settle_removals(root)?;
+    written
+}
+
 /// The disk's sequential write and read bandwidth: `mib` MiB written in
 /// 512 KiB writes and synced (past the page cache if `direct`), then read
 /// back cold in 4 MiB reads, once through the page cache (dropped from it

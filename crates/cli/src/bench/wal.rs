@@ -7,7 +7,10 @@
 //! the transaction's first append). Every implementation (GRASSHOPPER, the
 //! global mutex, the bitmap scan) × thread count × record size × I/O unit
 //! runs back to back in one process on a fresh log, with the JSON of
-//! DESIGN.md's contract.
+//! DESIGN.md's contract. On a real disk each run is bracketed by two write
+//! probes, and its write speed is given as a fraction of their mean (`of
+//! disk`): the VM's disk speed moves too much within minutes for one probe
+//! at the start to judge runs that come later.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +23,7 @@ use epochdb_wal::{LogKind, Wal, WalOptions};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::disk::{measure_write_read, settle_removals};
+use super::disk::{measure_write, measure_write_read, settle_removals};
 use super::null_device::NullDevice;
 use super::placement::Placement;
 use super::report::write_json;
@@ -29,6 +32,12 @@ use super::wal_plot::{draw_cdf, Curve};
 
 /// MiB written (and read back) by the disk probe.
 const DISK_PROBE_MIB: usize = 256;
+/// MiB written by each of the probes just before and just after a run of
+/// `duration` seconds: what the disk writes in about half a second here,
+/// less for a short run (32 MiB at least).
+fn run_probe_mib(duration: f64) -> usize {
+    ((duration * 128.0) as usize).clamp(32, 256)
+}
 
 /// `bench wal` flags.
 #[derive(Debug, Args)]
@@ -155,6 +164,14 @@ struct Run {
     /// The commit-latency CDF: `(latency µs, fraction of commits ≤ it)`.
     commit_latency_cdf: Vec<(f64, f64)>,
     flushes: u64,
+    /// The disk's sequential write speed around this run: the mean of the
+    /// probes written just before and just after it (`None` on the null
+    /// device). The disk's speed moves by tens of percent within minutes
+    /// on the VM, so each run is judged against its own neighbours rather
+    /// than against one probe at the start.
+    disk_write_mb_s: Option<f64>,
+    /// `write_mb_s` over `disk_write_mb_s`.
+    write_fraction_of_disk: Option<f64>,
     crawl_ratio: Option<f64>,
     /// The share of SBL's advance made by catching up with the lists' tails
     /// (GRASSHOPPER only).
@@ -238,7 +255,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         mb_s
     };
     println!(
-        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10}",
         "impl",
         "threads",
         "log B",
@@ -246,6 +263,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         "pace us",
         "txn/s",
         "MB/s",
+        "of disk",
         "p50 us",
         "p99 us",
         "p999 us",
@@ -306,10 +324,19 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             duration: args.duration,
                             staged: records == "staged",
                         };
-                        let run = one_run(&storage, &dir, options, &load, &placement)
+                        let probe = || {
+                            measure_write(&root, run_probe_mib(args.duration), !args.buffered_io)
+                        };
+                        let before = (!null_device).then(probe).transpose()?;
+                        let mut run = one_run(&storage, &dir, options, &load, &placement)
                             .map_err(|e| format!("{name}, {threads} threads, {log_size} B: {e}"))?;
                         let _ = std::fs::remove_dir_all(&dir);
                         settle_removals(&root)?;
+                        if let Some(before) = before {
+                            let disk = (before + probe()?) / 2.0;
+                            run.disk_write_mb_s = Some(disk);
+                            run.write_fraction_of_disk = Some(run.write_mb_s / disk);
+                        }
                         let pace = (*kind != LogKind::Vanilla).then_some(pace);
                         let mut shown = if *kind == LogKind::Grasshopper && records == "staged" {
                             "gh+staged".to_string()
@@ -391,7 +418,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
 fn print_row(name: &str, run: &Run, pace: Option<u64>) {
     let pace = pace.map_or_else(|| "-".to_string(), |p| p.to_string());
     println!(
-        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.0}",
+        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12.0} {:>10.1} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.0}",
         name,
         run.threads,
         run.log_size,
@@ -399,6 +426,8 @@ fn print_row(name: &str, run: &Run, pace: Option<u64>) {
         pace,
         run.throughput_txn_s,
         run.write_mb_s,
+        run.write_fraction_of_disk
+            .map_or_else(|| "-".to_string(), |f| format!("{f:.2}")),
         run.commit_latency_us.p50,
         run.commit_latency_us.p99,
         run.commit_latency_us.p999,
@@ -537,6 +566,8 @@ fn one_run(
         commit_latency_cdf: cdf(&latency),
         db_cpu_ns_per_txn: db_cpu_ns.load(Ordering::Relaxed) as f64 / transactions.max(1) as f64,
         flushes: stats.flushes,
+        disk_write_mb_s: None,
+        write_fraction_of_disk: None,
         crawl_ratio: (options.kind == LogKind::Grasshopper && moved > 0)
             .then(|| stats.crawl_bytes as f64 / moved as f64),
         catch_up_ratio: (options.kind == LogKind::Grasshopper && moved > 0)
