@@ -2,7 +2,7 @@
 //! its checkpoint and recovery speeds can be given as fractions of it.
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use epochdb_storage::{DirectBuffer, RealStorage, Storage};
@@ -104,10 +104,9 @@ fn read_probe_direct(path: &Path) -> Result<f64, String> {
     Ok(total as f64 / 1e6 / started.elapsed().as_secs_f64())
 }
 
-/// The disk's sequential write bandwidth alone, as [`measure_write_read`]
-/// writes it (no read-back): MB/s. The probe file is removed and its
-/// removal settled.
-pub(crate) fn measure_write(root: &Path, mib: usize, direct: bool) -> Result<f64, String> {
+/// Writes the probe file, `mib` MiB in 512 KiB writes, synced (past the
+/// page cache if `direct`): its path and the MB/s.
+fn write_probe_file(root: &Path, mib: usize, direct: bool) -> (PathBuf, Result<f64, String>) {
     let path = root.join("disk-probe");
     let chunks = (mib << 20) / PROBE_CHUNK_BYTES;
     let written = if direct {
@@ -115,6 +114,14 @@ pub(crate) fn measure_write(root: &Path, mib: usize, direct: bool) -> Result<f64
     } else {
         write_probe(&path, chunks)
     };
+    (path, written)
+}
+
+/// The disk's sequential write bandwidth alone, as [`measure_write_read`]
+/// writes it (no read-back): MB/s. The probe file is removed and its
+/// removal settled.
+pub(crate) fn measure_write(root: &Path, mib: usize, direct: bool) -> Result<f64, String> {
+    let (path, written) = write_probe_file(root, mib, direct);
     let _ = std::fs::remove_file(&path);
     settle_removals(root)?;
     written
@@ -129,13 +136,7 @@ pub(crate) fn measure_write_read(
     mib: usize,
     direct: bool,
 ) -> Result<DiskSpeeds, String> {
-    let path = root.join("disk-probe");
-    let chunks = (mib << 20) / PROBE_CHUNK_BYTES;
-    let written = if direct {
-        write_probe_direct(&path, chunks)
-    } else {
-        write_probe(&path, chunks)
-    };
+    let (path, written) = write_probe_file(root, mib, direct);
     let result = written.and_then(|write| {
         Ok(DiskSpeeds {
             write,
