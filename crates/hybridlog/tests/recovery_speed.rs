@@ -110,6 +110,6 @@ fn recover(dir: &Path, keys: u64, passes: u64, threads: usize) -> (Duration, Dur
     )
     .unwrap();
     let info = store.recovered().unwrap();
-    assert!(info.log_bytes >= keys * passes * 24, "{info:?}");
+    assert!(info.log_bytes >= keys * passes * 32, "{info:?}");
     (info.index_time, info.replay_time, info.log_bytes)
 }

@@ -264,8 +264,6 @@ fn run_modes(
     crate::prefault::warm_allocator(common.prefault_mb);
     let mut runs = Vec::new();
     for (index, mode) in modes.iter().enumerate() {
-        // The last mode's files, removed: their discards finish before this
-        // mode writes (`disk::settle_removals`).
         let scratch = if common.dir.is_empty() {
             Some(tempfile::tempdir().map_err(|e| format!("creating a temporary directory: {e}"))?)
         } else {
@@ -310,6 +308,8 @@ fn run_modes(
         };
         let mut workload = make();
         runs.push(runner::run(workload.as_mut(), &spec)?);
+        // This mode's files are removed, and their discards finish before
+        // the next mode writes (`disk::settle_removals`).
         if let Some(scratch) = scratch {
             let parent = scratch.path().parent().map(Path::to_path_buf);
             drop(scratch);
