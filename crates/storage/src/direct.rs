@@ -445,6 +445,55 @@ impl DirectAppender {
     }
 }
 
+/// Writes each `(offset, data)` of `writes` with
+/// [`StorageFile::write_direct_at`], keeping up to `depth` of them in
+/// flight at once (the caller's thread and `depth - 1` scoped helpers
+/// taking the next write in turn). One write at a time leaves the device
+/// idle between a write's completion and the next submission: here 64 KiB
+/// direct writes ran at ~0.42 GB/s one at a time and ~0.98 GB/s eight at
+/// a time into a preallocated file (BENCHMARKS.md, session 57). The writes
+/// may land in any order, so nothing that depends on them may count as
+/// written before this returns; after an error the others may or may not
+/// have happened. Returns the first error seen.
+pub fn write_direct_all(
+    file: &dyn StorageFile,
+    writes: &[(u64, &[u8])],
+    depth: usize,
+) -> Result<()> {
+    let helpers = depth.clamp(1, writes.len().max(1)) - 1;
+    if helpers == 0 {
+        return writes
+            .iter()
+            .try_for_each(|&(offset, data)| file.write_direct_at(offset, data));
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let work = || -> Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        while !failed.load(Relaxed) {
+            let Some(&(offset, data)) = writes.get(next.fetch_add(1, Relaxed)) else {
+                break;
+            };
+            if let Err(e) = file.write_direct_at(offset, data) {
+                failed.store(true, Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(())
+    };
+    std::thread::scope(|scope| {
+        let spawned: Vec<_> = (0..helpers).map(|_| scope.spawn(work)).collect();
+        let mut result = work();
+        for helper in spawned {
+            let helped = helper.join().expect("a direct writer panicked");
+            if result.is_ok() {
+                result = helped;
+            }
+        }
+        result
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

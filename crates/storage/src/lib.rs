@@ -63,7 +63,9 @@ mod scan;
 mod seam;
 mod sim;
 
-pub use direct::{read_appending, DirectAppender, DirectBuffer, DirectVec, DIRECT_ALIGN};
+pub use direct::{
+    read_appending, write_direct_all, DirectAppender, DirectBuffer, DirectVec, DIRECT_ALIGN,
+};
 pub use error::{Op, Result, StorageError};
 pub use frame::{
     blocks, decode_block, encode_block, seal_block, Block, Blocks, CorruptReason, FrameError,

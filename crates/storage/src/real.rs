@@ -291,6 +291,17 @@ impl StorageFile for RealFile {
         Ok(())
     }
 
+    fn preallocate(&self, len: u64) -> Result<()> {
+        if self.size()? >= len {
+            return Ok(());
+        }
+        // A failure (no support here, or no room: the writes will report
+        // that) is not latched: preallocation only makes writes faster, and
+        // whatever it left beyond the data reads as zeros, as a torn tail.
+        let _ = epochdb_memory::preallocate(&self.file, len);
+        Ok(())
+    }
+
     fn sync(&self) -> Result<()> {
         self.mutate(Op::Sync, File::sync_data)
     }

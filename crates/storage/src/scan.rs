@@ -300,9 +300,18 @@ fn decode_chunks<E: From<StorageError>>(
                 return Ok(((ScanEnd::Damaged { offset, error }, size), Some(cur)));
             }
         }
+        let start = base + pos as u64;
+        if cur[pos..].iter().all(|&b| b == 0) {
+            // No block starts with a zero byte: this is the zeros after
+            // the data (direct writes' padding, a preallocated file's
+            // unused space, or a torn write), which may run for the rest
+            // of a large file. Check it chunk by chunk instead of
+            // gathering it, and end as gathering would: torn if only zeros
+            // follow, a bad magic if anything else does.
+            return zero_run(start, magic, size, base, cur, next);
+        }
         // Gather the straddling block in `spill`: its part here, then what
         // its header says it still needs from the next chunks.
-        let start = base + pos as u64;
         spill.clear();
         spill.extend_from_slice(&cur[pos..]);
         pos = cur.len();
@@ -349,6 +358,56 @@ fn decode_chunks<E: From<StorageError>>(
                     ));
                 }
             }
+        }
+    }
+}
+
+/// The end of a scan that met zeros at `start`, in the chunk `cur` read
+/// at `base`: reads on while the chunks hold only zeros.
+fn zero_run<E: From<StorageError>>(
+    start: u64,
+    magic: u32,
+    size: u64,
+    mut base: u64,
+    mut cur: DirectVec,
+    next: &mut NextChunk<'_>,
+) -> Result<((ScanEnd, u64), Option<DirectVec>), E> {
+    loop {
+        let read_to = base + cur.len() as u64;
+        if read_to >= size {
+            let error = FrameError::TornTail {
+                offset: start as usize,
+            };
+            let end = ScanEnd::Damaged {
+                offset: start,
+                error,
+            };
+            return Ok(((end, size), Some(cur)));
+        }
+        let Some((b, c)) = next(Some(cur))? else {
+            let error = FrameError::TornTail {
+                offset: start as usize,
+            };
+            let end = ScanEnd::Damaged {
+                offset: start,
+                error,
+            };
+            return Ok(((end, read_to), None));
+        };
+        (base, cur) = (b, c);
+        if cur.iter().any(|&b| b != 0) {
+            let error = FrameError::Corrupt {
+                offset: start as usize,
+                reason: CorruptReason::BadMagic {
+                    expected: magic,
+                    found: 0,
+                },
+            };
+            let end = ScanEnd::Damaged {
+                offset: start,
+                error,
+            };
+            return Ok(((end, size), Some(cur)));
         }
     }
 }
@@ -543,6 +602,57 @@ mod tests {
             ScanEnd::Damaged { offset, .. } => assert_eq!(offset, 3_000_016),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Zeros after the data (a preallocated file's unused space) end the
+    /// scan as a torn tail at the data's end however many chunks they
+    /// fill; anything but zeros after them is a bad magic there.
+    #[test]
+    fn zeros_after_the_data_are_a_torn_tail_and_anything_after_them_is_not() {
+        let blocks: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i + 1; 1000]).collect();
+        let clean = file_of(&blocks, &[]);
+        let zeros = 3 * SCAN_CHUNK_BYTES + 123;
+        let mut padded = clean.clone();
+        padded.resize(clean.len() + zeros, 0);
+        let mut dirty = padded.clone();
+        *dirty.last_mut().unwrap() = 7;
+        for direct in [false, true] {
+            let (seen, end) = scan_chunked_data(&padded, direct);
+            assert_eq!(seen, 3);
+            match end {
+                ScanEnd::Damaged {
+                    offset,
+                    error: FrameError::TornTail { offset: inner },
+                } => {
+                    assert_eq!(offset, clean.len() as u64);
+                    assert_eq!(inner, clean.len());
+                }
+                other => panic!("{other:?}"),
+            }
+            let (seen, end) = scan_chunked_data(&dirty, direct);
+            assert_eq!(seen, 3);
+            match end {
+                ScanEnd::Damaged {
+                    offset,
+                    error:
+                        FrameError::Corrupt {
+                            reason: CorruptReason::BadMagic { found: 0, .. },
+                            ..
+                        },
+                } => assert_eq!(offset, clean.len() as u64),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    fn scan_chunked_data(data: &[u8], direct: bool) -> (usize, ScanEnd) {
+        let storage = SimStorage::new(1);
+        let path = Path::new("/f");
+        let mut file = storage.create(path).unwrap();
+        file.append(data).unwrap();
+        let mut buffer = ScanBuffers::default();
+        let (seen, end) = scan_file(&storage, path, data.len(), None, &mut buffer, direct);
+        (seen.len(), end)
     }
 
     /// The buffers are kept between scans: bytes a file before left in them

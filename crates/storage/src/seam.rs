@@ -138,6 +138,21 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// append cursor to the new end. Not durable until [`StorageFile::sync`].
     fn truncate(&mut self, len: u64) -> Result<()>;
 
+    /// Reserves the file's blocks up to `len` bytes and sets its length to
+    /// at least `len` (`fallocate` without `KEEP_SIZE`), so that later
+    /// direct writes below `len` overwrite allocated blocks instead of
+    /// extending the file. ext4 serialises extending direct writes under
+    /// the inode lock but runs overwrites side by side, which is what lets
+    /// [`write_direct_all`](crate::write_direct_all) keep several writes
+    /// in flight. The reserved bytes read as zeros; the append cursor does
+    /// not move. Not durable until [`StorageFile::sync`]. Where the file
+    /// system cannot preallocate, and on every implementation that does
+    /// not model it (the simulated disk among them), it does nothing.
+    fn preallocate(&self, len: u64) -> Result<()> {
+        let _ = len;
+        Ok(())
+    }
+
     /// Makes every byte written to this file durable (fdatasync). If it
     /// fails, the storage latches: see
     /// [`StorageError::PreviousIo`](crate::StorageError::PreviousIo).

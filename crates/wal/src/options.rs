@@ -68,6 +68,17 @@ pub struct WalOptions {
     /// and no writeback at the sync; the cost is that a write waits for
     /// the device. Opening the log reads it past the page cache too.
     pub direct_io: bool,
+    /// Beyond the paper: how many of a flush's I/O units the flusher keeps
+    /// in flight at once when it writes the ring in place
+    /// ([`WalOptions::writes_in_place`]). Above 1 the active log file is
+    /// preallocated to `file_max_bytes`, since ext4 runs direct writes side
+    /// by side only where they overwrite allocated blocks. SDL still moves
+    /// only after every unit of the flush is written and synced, so the
+    /// log stays a hole-free prefix at every SDL (eleda §6.5.3 leaves
+    /// "multiple flushers" open for the sake of that order). 64 KiB units
+    /// one at a time wrote 4 KiB records at a third of the disk's speed
+    /// (BENCHMARKS.md, session 57). 1: one write at a time, as the paper.
+    pub io_depth: usize,
 }
 
 impl Default for WalOptions {
@@ -81,9 +92,13 @@ impl Default for WalOptions {
             file_max_bytes: 256 << 20,
             worker_pace_us: 20,
             direct_io: true,
+            io_depth: 8,
         }
     }
 }
+
+/// The most I/O units one flush keeps in flight (each on a thread).
+const IO_DEPTH_MAX: usize = 64;
 
 /// The largest `hop_shift` accepted (1 TiB hops: far beyond any buffer).
 const HOP_SHIFT_MAX: u32 = 40;
@@ -112,6 +127,12 @@ impl WalOptions {
             return bad(format!(
                 "hop_shift {} exceeds {HOP_SHIFT_MAX}",
                 self.hop_shift
+            ));
+        }
+        if !(1..=IO_DEPTH_MAX).contains(&self.io_depth) {
+            return bad(format!(
+                "io_depth {} must be between 1 and {IO_DEPTH_MAX}",
+                self.io_depth
             ));
         }
         if self.file_max_bytes == 0 {

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use epochdb_storage::{
-    remove_in_pieces, DirectAppender, Storage, StorageFile, DIRECT_ALIGN, REMOVE_PIECE_BYTES,
+    remove_in_pieces, write_direct_all, DirectAppender, Storage, StorageFile, DIRECT_ALIGN,
+    REMOVE_PIECE_BYTES,
 };
 use parking_lot::Mutex;
 
@@ -39,6 +40,8 @@ pub(crate) struct ActiveFile {
     /// header), or, in the file a recovery reopened, the recovered end
     /// (this run's ring holds nothing written before it).
     in_place_from: Lsn,
+    /// How many I/O units [`ActiveFile::append_in_place`] writes at once.
+    io_depth: usize,
 }
 
 /// How the flusher writes: through the page cache, or past it with each
@@ -47,6 +50,25 @@ pub(crate) struct ActiveFile {
 pub(crate) struct WriteMode {
     pub(crate) direct: bool,
     pub(crate) capacity: usize,
+    /// `WalOptions::io_depth`.
+    pub(crate) io_depth: usize,
+    /// With direct writes and an `io_depth` above 1, each active file is
+    /// preallocated to this many bytes (`WalOptions::file_max_bytes`) so
+    /// that its writes can run side by side; 0: not preallocated.
+    pub(crate) preallocate_bytes: u64,
+}
+
+impl WriteMode {
+    /// The mode `options` ask for.
+    pub(crate) fn of(options: &crate::WalOptions) -> Self {
+        let parallel = options.direct_io && options.io_depth > 1;
+        WriteMode {
+            direct: options.direct_io,
+            capacity: options.io_unit_bytes,
+            io_depth: options.io_depth,
+            preallocate_bytes: if parallel { options.file_max_bytes } else { 0 },
+        }
+    }
 }
 
 impl ActiveFile {
@@ -65,11 +87,17 @@ impl ActiveFile {
         } else {
             None
         };
+        if direct.is_some() && mode.preallocate_bytes > len {
+            // The zeros beyond `len` are read back as a torn tail after a
+            // crash (`recovery.rs`) and cut off by `seal` otherwise.
+            file.preallocate(mode.preallocate_bytes)?;
+        }
         Ok(ActiveFile {
             file,
             len,
             direct,
             in_place_from,
+            io_depth: mode.io_depth,
         })
     }
 
@@ -116,6 +144,7 @@ impl ActiveFile {
         // The file offset of `first_block`, and so of every block after it.
         let base = file_len - from % ALIGN;
         let body_end = to / ALIGN * ALIGN;
+        let mut units = Vec::with_capacity(((body_end - first_block) / io_unit + 2) as usize);
         let mut at = first_block;
         while at < body_end {
             // One write per I/O unit; the ring's end is a unit boundary.
@@ -124,10 +153,13 @@ impl ActiveFile {
             // reused while the slice lives.
             let blocks = unsafe { ring.in_place(at, (end - at) as usize) }
                 .expect("a unit of LSN space never wraps the ring");
-            if let Err(e) = self.file.write_direct_at(base + (at - first_block), blocks) {
-                return Some(Err(e.into()));
-            }
+            units.push((base + (at - first_block), blocks));
             at = end;
+        }
+        // Side by side when `io_depth` allows: the caller syncs and moves
+        // SDL only after all of them, so their order does not matter.
+        if let Err(e) = write_direct_all(self.file.as_ref(), &units, self.io_depth) {
+            return Some(Err(e.into()));
         }
         // SAFETY: as above; under a block from a block boundary, so it does
         // not wrap either.

@@ -131,10 +131,7 @@ impl Wal {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let scanned = scan::<E>(&*storage, &dir, options.direct_io, &mut visit)?;
-        let mode = WriteMode {
-            direct: options.direct_io,
-            capacity: options.io_unit_bytes,
-        };
+        let mode = WriteMode::of(&options);
         let prepared = prepare(&*storage, &dir, &scanned, mode)?;
         let start = scanned.log.end_lsn;
         let core = Arc::new(Core::new(options, start));

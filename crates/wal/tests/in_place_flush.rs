@@ -72,6 +72,8 @@ fn run(kind: LogKind, direct_io: bool) -> (Vec<u8>, usize, usize) {
     let dir = Path::new("/db/wal");
     let options = WalOptions {
         direct_io,
+        // Several units in flight: the order they land in must not matter.
+        io_depth: 4,
         file_max_bytes: 96 << 10,
         ..small_options(kind)
     };

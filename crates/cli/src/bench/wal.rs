@@ -53,6 +53,11 @@ pub(crate) struct WalArgs {
     /// 512 KiB).
     #[arg(long, value_delimiter = ',', default_value = "65536,524288")]
     io_unit: Vec<usize>,
+    /// How many I/O units the flusher keeps in flight, comma-separated to
+    /// compare (`WalOptions::io_depth`, beyond the paper; 1: one write at a
+    /// time, as eleda's flusher). Only direct writes to the disk use it.
+    #[arg(long, value_delimiter = ',', default_value = "8")]
+    io_depth: Vec<usize>,
     /// Implementations, comma-separated: grasshopper, mutex, scan (the
     /// table shows GRASSHOPPER with `--records staged` as `gh+staged`).
     #[arg(
@@ -140,6 +145,8 @@ struct Run {
     threads: usize,
     log_size: usize,
     io_unit: usize,
+    /// `WalOptions::io_depth`.
+    io_depth: usize,
     /// `WalOptions::worker_pace_us` (the mutex log has no worker).
     worker_pace_us: u64,
     /// `WalOptions::hop_shift` (GRASSHOPPER only).
@@ -255,11 +262,12 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
         mb_s
     };
     println!(
-        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10}",
+        "{:<12} {:>7} {:>8} {:>8} {:>5} {:>8} {:>12} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10}",
         "impl",
         "threads",
         "log B",
         "io unit",
+        "depth",
         "pace us",
         "txn/s",
         "MB/s",
@@ -271,7 +279,11 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
     );
     let mut runs = Vec::new();
     let mut n = 0;
-    for &io_unit in &args.io_unit {
+    let units = args
+        .io_unit
+        .iter()
+        .flat_map(|&unit| args.io_depth.iter().map(move |&depth| (unit, depth)));
+    for (io_unit, io_depth) in units {
         for &log_size in &args.log_size {
             for &threads in &args.threads {
                 for (name, kind) in &kinds {
@@ -301,6 +313,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                         let options = WalOptions {
                             kind: *kind,
                             io_unit_bytes: io_unit,
+                            io_depth,
                             buffer_bytes: args.buffer_bytes,
                             worker_pace_us: pace,
                             hop_shift: args.hop_shift,
@@ -362,7 +375,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
             .iter()
             .map(|r| Curve {
                 label: format!(
-                    "{}{}{} {}t {}B {}K {}us",
+                    "{}{}{} {}t {}B {}K d{} {}us",
                     r.implementation,
                     if r.records == "staged" { "+staged" } else { "" },
                     if r.implementation == "grasshopper" && !r.sbl_catch_up {
@@ -373,6 +386,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                     r.threads,
                     r.log_size,
                     r.io_unit >> 10,
+                    r.io_depth,
                     r.worker_pace_us
                 ),
                 points: r.commit_latency_cdf.clone(),
@@ -418,11 +432,12 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
 fn print_row(name: &str, run: &Run, pace: Option<u64>) {
     let pace = pace.map_or_else(|| "-".to_string(), |p| p.to_string());
     println!(
-        "{:<12} {:>7} {:>8} {:>8} {:>8} {:>12.0} {:>10.1} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.0}",
+        "{:<12} {:>7} {:>8} {:>8} {:>5} {:>8} {:>12.0} {:>10.1} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.0}",
         name,
         run.threads,
         run.log_size,
         run.io_unit,
+        run.io_depth,
         pace,
         run.throughput_txn_s,
         run.write_mb_s,
@@ -550,6 +565,7 @@ fn one_run(
         threads,
         log_size,
         io_unit: options.io_unit_bytes,
+        io_depth: options.io_depth,
         worker_pace_us: options.worker_pace_us,
         hop_shift: options.hop_shift,
         direct_io: options.direct_io,
