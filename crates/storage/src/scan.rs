@@ -584,16 +584,7 @@ mod tests {
         torn.extend_from_slice(&clean[..100]);
         let (seen, end) = scan(&torn, None);
         assert_eq!(seen.len(), 3);
-        match end {
-            ScanEnd::Damaged {
-                offset,
-                error: FrameError::TornTail { offset: inner },
-            } => {
-                assert_eq!(offset, clean.len() as u64);
-                assert_eq!(inner, clean.len());
-            }
-            other => panic!("{other:?}"),
-        }
+        assert_torn_at(end, clean.len());
         let mut flipped = clean.clone();
         flipped[3_000_016 + 16 + 10] ^= 1; // inside the second block's payload
         let (seen, end) = scan(&flipped, None);
@@ -619,16 +610,7 @@ mod tests {
         for direct in [false, true] {
             let (seen, end) = scan_chunked_data(&padded, direct);
             assert_eq!(seen, 3);
-            match end {
-                ScanEnd::Damaged {
-                    offset,
-                    error: FrameError::TornTail { offset: inner },
-                } => {
-                    assert_eq!(offset, clean.len() as u64);
-                    assert_eq!(inner, clean.len());
-                }
-                other => panic!("{other:?}"),
-            }
+            assert_torn_at(end, clean.len());
             let (seen, end) = scan_chunked_data(&dirty, direct);
             assert_eq!(seen, 3);
             match end {
@@ -642,6 +624,20 @@ mod tests {
                 } => assert_eq!(offset, clean.len() as u64),
                 other => panic!("{other:?}"),
             }
+        }
+    }
+
+    /// `end` is a torn tail at byte `at` of the file.
+    fn assert_torn_at(end: ScanEnd, at: usize) {
+        match end {
+            ScanEnd::Damaged {
+                offset,
+                error: FrameError::TornTail { offset: inner },
+            } => {
+                assert_eq!(offset, at as u64);
+                assert_eq!(inner, at);
+            }
+            other => panic!("{other:?}"),
         }
     }
 
