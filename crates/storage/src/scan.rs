@@ -251,12 +251,7 @@ fn decode_chunks<E: From<StorageError>>(
     visit: &mut Visitor<'_, E>,
 ) -> Result<((ScanEnd, u64), Option<DirectVec>), E> {
     // The file shrank under us: what is left from `offset` is its end.
-    let shrank = |offset: u64, read_to: u64| {
-        let error = FrameError::TornTail {
-            offset: offset as usize,
-        };
-        (ScanEnd::Damaged { offset, error }, read_to)
-    };
+    let shrank = torn_end;
     let Some((mut base, mut cur)) = next(None)? else {
         let end = if size == 0 {
             (ScanEnd::Clean, 0)
@@ -375,24 +370,10 @@ fn zero_run<E: From<StorageError>>(
     loop {
         let read_to = base + cur.len() as u64;
         if read_to >= size {
-            let error = FrameError::TornTail {
-                offset: start as usize,
-            };
-            let end = ScanEnd::Damaged {
-                offset: start,
-                error,
-            };
-            return Ok(((end, size), Some(cur)));
+            return Ok((torn_end(start, size), Some(cur)));
         }
         let Some((b, c)) = next(Some(cur))? else {
-            let error = FrameError::TornTail {
-                offset: start as usize,
-            };
-            let end = ScanEnd::Damaged {
-                offset: start,
-                error,
-            };
-            return Ok(((end, read_to), None));
+            return Ok((torn_end(start, read_to), None));
         };
         (base, cur) = (b, c);
         if cur.iter().any(|&b| b != 0) {
@@ -410,6 +391,14 @@ fn zero_run<E: From<StorageError>>(
             return Ok(((end, size), Some(cur)));
         }
     }
+}
+
+/// A scan that ends in a torn tail at `offset`, having read to `read_to`.
+fn torn_end(offset: u64, read_to: u64) -> (ScanEnd, u64) {
+    let error = FrameError::TornTail {
+        offset: offset as usize,
+    };
+    (ScanEnd::Damaged { offset, error }, read_to)
 }
 
 /// The error with its offset made relative to the file, not the buffer.
