@@ -445,22 +445,36 @@ impl DirectAppender {
     }
 }
 
+/// How many threads `write_direct_all` writes `writes` with: at most
+/// `depth`, one per write and one per `min_bytes_per_writer` bytes, and
+/// at least one.
+fn direct_writers(writes: &[(u64, &[u8])], depth: usize, min_bytes_per_writer: usize) -> usize {
+    let bytes: usize = writes.iter().map(|(_, data)| data.len()).sum();
+    depth
+        .min(writes.len())
+        .min(bytes / min_bytes_per_writer.max(1))
+        .max(1)
+}
+
 /// Writes each `(offset, data)` of `writes` with
 /// [`StorageFile::write_direct_at`], keeping up to `depth` of them in
-/// flight at once (the caller's thread and `depth - 1` scoped helpers
-/// taking the next write in turn). One write at a time leaves the device
-/// idle between a write's completion and the next submission: here 64 KiB
-/// direct writes ran at ~0.42 GB/s one at a time and ~0.98 GB/s eight at
-/// a time into a preallocated file (BENCHMARKS.md, session 57). The writes
-/// may land in any order, so nothing that depends on them may count as
-/// written before this returns; after an error the others may or may not
-/// have happened. Returns the first error seen.
+/// flight at once (the caller's thread and scoped helpers taking the next
+/// write in turn; fewer threads than `depth` where the batch holds under
+/// `min_bytes_per_writer` bytes for each, since a helper's spawn and join
+/// then cost more than the overlap gains). One write at a time leaves the device idle between
+/// a write's completion and the next submission: here 64 KiB direct
+/// writes ran at ~0.42 GB/s one at a time and ~0.98 GB/s eight at a time
+/// into a preallocated file (BENCHMARKS.md, session 57). The writes may
+/// land in any order, so nothing that depends on them may count as written
+/// before this returns; after an error the others may or may not have
+/// happened. Returns the first error seen.
 pub fn write_direct_all(
     file: &dyn StorageFile,
     writes: &[(u64, &[u8])],
     depth: usize,
+    min_bytes_per_writer: usize,
 ) -> Result<()> {
-    let helpers = depth.clamp(1, writes.len().max(1)) - 1;
+    let helpers = direct_writers(writes, depth, min_bytes_per_writer) - 1;
     if helpers == 0 {
         return writes
             .iter()
@@ -497,6 +511,22 @@ pub fn write_direct_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch gets a writer per write and per share of bytes, up to the
+    /// depth, and always one.
+    #[test]
+    fn a_batch_gets_a_writer_per_write_per_share_of_bytes_up_to_the_depth() {
+        let unit = vec![0u8; 64 << 10];
+        let batch = |units: usize| vec![(0u64, unit.as_slice()); units];
+        let min = 256 << 10;
+        assert_eq!(direct_writers(&[], 8, min), 1, "nothing: still one");
+        assert_eq!(direct_writers(&batch(2), 8, min), 1, "128 KiB: one");
+        assert_eq!(direct_writers(&batch(8), 8, min), 2, "512 KiB: two");
+        assert_eq!(direct_writers(&batch(256), 8, min), 8, "16 MiB: the depth");
+        assert_eq!(direct_writers(&batch(256), 1, min), 1, "depth 1: one");
+        assert_eq!(direct_writers(&batch(3), 8, 1), 3, "no minimum: per write");
+        assert_eq!(direct_writers(&batch(3), 8, 0), 3, "0 reads as no minimum");
+    }
 
     /// Contents stay as a `Vec` would hold them, at an aligned address,
     /// across growth.

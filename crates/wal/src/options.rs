@@ -79,6 +79,14 @@ pub struct WalOptions {
     /// one at a time wrote 4 KiB records at a third of the disk's speed
     /// (BENCHMARKS.md, session 57). 1: one write at a time, as the paper.
     pub io_depth: usize,
+    /// A flush is split among threads only where each gets at least this
+    /// many bytes: a helper thread's spawn and join cost more than the
+    /// overlap gains on a small flush. With a helper for every flush that
+    /// spanned two 64 KiB units, the engine's `wal` mode ran 4.5% slower
+    /// at one worker on two cores than with one write at a time
+    /// (BENCHMARKS.md, session 58). 0 or 1: every flush of several units
+    /// is split.
+    pub io_depth_min_bytes: usize,
 }
 
 impl Default for WalOptions {
@@ -93,6 +101,7 @@ impl Default for WalOptions {
             worker_pace_us: 20,
             direct_io: true,
             io_depth: 8,
+            io_depth_min_bytes: 256 << 10,
         }
     }
 }

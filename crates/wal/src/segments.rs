@@ -42,6 +42,8 @@ pub(crate) struct ActiveFile {
     in_place_from: Lsn,
     /// How many I/O units [`ActiveFile::append_in_place`] writes at once.
     io_depth: usize,
+    /// `WriteMode::io_depth_min_bytes`.
+    io_depth_min_bytes: usize,
 }
 
 /// How the flusher writes: through the page cache, or past it with each
@@ -52,6 +54,8 @@ pub(crate) struct WriteMode {
     pub(crate) capacity: usize,
     /// `WalOptions::io_depth`.
     pub(crate) io_depth: usize,
+    /// `WalOptions::io_depth_min_bytes`.
+    pub(crate) io_depth_min_bytes: usize,
     /// With direct writes and an `io_depth` above 1, each active file is
     /// preallocated to this many bytes (`WalOptions::file_max_bytes`) so
     /// that its writes can run side by side; 0: not preallocated.
@@ -66,6 +70,7 @@ impl WriteMode {
             direct: options.direct_io,
             capacity: options.io_unit_bytes,
             io_depth: options.io_depth,
+            io_depth_min_bytes: options.io_depth_min_bytes,
             preallocate_bytes: if parallel { options.file_max_bytes } else { 0 },
         }
     }
@@ -98,6 +103,7 @@ impl ActiveFile {
             direct,
             in_place_from,
             io_depth: mode.io_depth,
+            io_depth_min_bytes: mode.io_depth_min_bytes,
         })
     }
 
@@ -158,7 +164,12 @@ impl ActiveFile {
         }
         // Side by side when `io_depth` allows: the caller syncs and moves
         // SDL only after all of them, so their order does not matter.
-        if let Err(e) = write_direct_all(self.file.as_ref(), &units, self.io_depth) {
+        if let Err(e) = write_direct_all(
+            self.file.as_ref(),
+            &units,
+            self.io_depth,
+            self.io_depth_min_bytes,
+        ) {
             return Some(Err(e.into()));
         }
         // SAFETY: as above; under a block from a block boundary, so it does

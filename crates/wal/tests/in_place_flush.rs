@@ -74,6 +74,8 @@ fn run(kind: LogKind, direct_io: bool) -> (Vec<u8>, usize, usize) {
         direct_io,
         // Several units in flight: the order they land in must not matter.
         io_depth: 4,
+        // Split every flush, however small, so that helpers write.
+        io_depth_min_bytes: 1,
         file_max_bytes: 96 << 10,
         ..small_options(kind)
     };

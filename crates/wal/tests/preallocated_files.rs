@@ -18,6 +18,8 @@ fn options() -> WalOptions {
     WalOptions {
         direct_io: true,
         io_depth: 4,
+        // Split every flush, however small, so that helpers write.
+        io_depth_min_bytes: 1,
         file_max_bytes: 1 << 20,
         ..small_options(LogKind::Grasshopper)
     }

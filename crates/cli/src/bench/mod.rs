@@ -92,6 +92,11 @@ pub(crate) struct CommonArgs {
     /// (`WalOptions::io_unit_bytes`; eleda §6.1 used 64 KiB and 512 KiB).
     #[arg(long, default_value_t = epochdb_engine::WalOptions::default().io_unit_bytes)]
     wal_io_unit: usize,
+    /// How many I/O units the `wal` flusher keeps in flight
+    /// (`WalOptions::io_depth`, beyond the paper; 1: one write at a time,
+    /// as eleda's flusher). Only direct writes use it.
+    #[arg(long, default_value_t = epochdb_engine::WalOptions::default().io_depth)]
+    wal_io_depth: usize,
     /// The `wal` mode's central log buffer in bytes, a power of two
     /// (`WalOptions::buffer_bytes`; eleda §6.1 used 32 MiB).
     #[arg(long, default_value_t = epochdb_engine::WalOptions::default().buffer_bytes)]
@@ -301,6 +306,7 @@ fn run_modes(
             pin_threads: common.pin_threads,
             direct_io: !common.buffered_io,
             wal_io_unit: common.wal_io_unit,
+            wal_io_depth: common.wal_io_depth,
             wal_buffer: common.wal_buffer,
             log_buffer: common.log_buffer,
             log_buffers_per_worker: common.log_buffers_per_worker,

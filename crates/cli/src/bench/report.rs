@@ -52,6 +52,8 @@ pub(crate) struct RunConfig {
     pub(crate) direct_io: bool,
     /// The `wal` flusher's I/O unit in bytes.
     pub(crate) wal_io_unit: usize,
+    /// I/O units the `wal` flusher keeps in flight.
+    pub(crate) wal_io_depth: usize,
     /// The `wal` mode's log buffer in bytes.
     pub(crate) wal_buffer: usize,
     /// Each `log`/`silor` worker's log buffer in bytes.

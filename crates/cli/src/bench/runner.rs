@@ -50,6 +50,8 @@ pub(crate) struct RunSpec {
     pub(crate) direct_io: bool,
     /// `WalOptions::io_unit_bytes` of the `wal` mode.
     pub(crate) wal_io_unit: usize,
+    /// `WalOptions::io_depth` of the `wal` mode.
+    pub(crate) wal_io_depth: usize,
     /// `WalOptions::buffer_bytes` of the `wal` mode.
     pub(crate) wal_buffer: usize,
     /// `SilorOptions::log_buffer_bytes` of the `log` and `silor` modes.
@@ -133,6 +135,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
         wal: epochdb_engine::WalOptions {
             direct_io: spec.direct_io,
             io_unit_bytes: spec.wal_io_unit,
+            io_depth: spec.wal_io_depth,
             buffer_bytes: spec.wal_buffer,
             ..Default::default()
         },
@@ -413,6 +416,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             pin_threads: spec.pin_threads,
             direct_io: spec.direct_io,
             wal_io_unit: spec.wal_io_unit,
+            wal_io_depth: spec.wal_io_depth,
             wal_buffer: spec.wal_buffer,
             log_buffer: spec.log_buffer,
             log_buffers_per_worker: spec.log_buffers_per_worker,
