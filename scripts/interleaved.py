@@ -150,19 +150,23 @@ def main():
         out = os.path.join(args.out, f"pair{pair + 1}") if args.pairs > 1 else args.out
         ratios, base_rates, other_windows = run_pair(args, extra, base, other, out)
         pairs.append((ratios, base_rates, other_windows))
-        if args.pairs > 1:
+        if args.pairs > 1 and ratios:
             print(f"pair {pair + 1}: {other}/{base} median {statistics.median(ratios):.3f}"
                   f" over {len(ratios)} slices", flush=True)
     ratios = [r for pr, _, _ in pairs for r in pr]
     base_rates = [v for _, br, _ in pairs for v in br]
+    if not ratios or not base_rates:
+        sys.exit("no slice held a whole one-second progress window; "
+                 "use --slice-s of at least 2 (see the logs under OUTDIR)")
     other_windows = [w for _, _, ow in pairs for w in ow]
-    lo, hi = bootstrap([pr for pr, _, _ in pairs])
+    lo, hi = bootstrap([pr for pr, _, _ in pairs if pr])
     print(f"{args.workload} {other}/{base}: {args.pairs} pair(s) of processes, {len(ratios)}"
           f" slices of {args.slice_s:g} s, median {statistics.median(ratios):.3f}"
           f" (bootstrap 90% {lo:.3f}-{hi:.3f}), mean {statistics.mean(ratios):.3f},"
           f" min {min(ratios):.3f}, max {max(ratios):.3f}")
     if args.pairs > 1:
-        print("  per pair: " + ", ".join(f"{statistics.median(pr):.3f}" for pr, _, _ in pairs))
+        print("  per pair: " + ", ".join(f"{statistics.median(pr):.3f}" if pr else "-"
+                                         for pr, _, _ in pairs))
     print(f"{base}: median slice {statistics.median(base_rates):,.0f} txn/s"
           f" (min {min(base_rates):,.0f}, max {max(base_rates):,.0f})")
     mean_base = statistics.mean(base_rates)
