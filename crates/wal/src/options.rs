@@ -78,6 +78,8 @@ pub struct WalOptions {
     /// "multiple flushers" open for the sake of that order). 64 KiB units
     /// one at a time wrote 4 KiB records at a third of the disk's speed
     /// (BENCHMARKS.md, session 57). 1: one write at a time, as the paper.
+    /// A small flush is written by fewer threads: see
+    /// [`WalOptions::io_depth_min_bytes`].
     pub io_depth: usize,
     /// A flush is split among threads only where each gets at least this
     /// many bytes: a helper thread's spawn and join cost more than the
