@@ -40,6 +40,9 @@ fn open(storage: &SimStorage, mode: DurabilityKind) -> Result<Database, String> 
             buffer_bytes: 64 << 10,
             hop_shift: 12,
             file_max_bytes: 32 << 10,
+            // Split even these small flushes among threads, so that the
+            // crashes find units landing in any order.
+            io_depth_min_bytes: 1,
             ..WalOptions::default()
         },
         storage: Some(Arc::new(storage.clone()) as Arc<dyn Storage>),
