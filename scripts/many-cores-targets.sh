@@ -119,11 +119,7 @@ section "5. recovery of a $keys_big-key silor database"
   2>&1 | grep -v '^\['
 du -sh "$scratch/rec"/*
 echo "log files: $(ls "$scratch/rec/silor-1" | grep -c data), checkpoint files: $(ls "$scratch/rec/silor-1" | grep -c '^ckpt')"
-drop_caches
-t0=$(date +%s%N); pids=()
-for f in "$scratch/rec/silor-1"/*; do dd if="$f" of=/dev/null bs=1M 2>/dev/null & pids+=($!); done
-wait "${pids[@]}"; t1=$(date +%s%N)
-echo "parallel cold read: $(du -sb "$scratch/rec/silor-1" | cut -f1) bytes in $(( (t1 - t0) / 1000000 )) ms"
+"$(dirname "$0")/parallel-cold-read.sh" "$scratch/rec/silor-1"
 for t in "$cores" 4; do
   drop_caches
   "$bin" recover --dir "$scratch/rec/silor-1" --threads "$t" --no-point-index --json "$out/json/recover-$t.json"

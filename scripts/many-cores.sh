@@ -80,14 +80,7 @@ section "3. recovery of a $keys_big-key silor database"
   --durability silor --pin-threads --no-point-index --dir "$scratch/rec" --json "$out/json/rec-build.json"
 du -sh "$scratch/rec"/*
 echo "log files: $(ls "$scratch/rec/silor-1" | grep -c data), checkpoint files: $(ls "$scratch/rec/silor-1" | grep -c '^ckpt')"
-# What the disk gives every file read at once, cold: recovery's ceiling.
-# (Wait on the readers' pids only: a bare `wait` would also wait for the
-# `tee` behind this script's output, forever.)
-drop_caches
-t0=$(date +%s%N); pids=()
-for f in "$scratch/rec/silor-1"/*; do dd if="$f" of=/dev/null bs=1M 2>/dev/null & pids+=($!); done
-wait "${pids[@]}"; t1=$(date +%s%N)
-echo "parallel cold read: $(du -sb "$scratch/rec/silor-1" | cut -f1) bytes in $(( (t1 - t0) / 1000000 )) ms"
+"$(dirname "$0")/parallel-cold-read.sh" "$scratch/rec/silor-1"
 for t in "$cores" 4 "$cores"; do
   drop_caches
   "$bin" recover --dir "$scratch/rec/silor-1" --threads "$t" --no-point-index --json "$out/json/recover-$t-$SECONDS.json"
