@@ -461,13 +461,13 @@ fn direct_writers(writes: &[(u64, &[u8])], depth: usize, min_bytes_per_writer: u
 /// flight at once (the caller's thread and scoped helpers taking the next
 /// write in turn; fewer threads than `depth` where the batch holds under
 /// `min_bytes_per_writer` bytes for each, since a helper's spawn and join
-/// then cost more than the overlap gains). One write at a time leaves the device idle between
-/// a write's completion and the next submission: here 64 KiB direct
-/// writes ran at ~0.42 GB/s one at a time and ~0.98 GB/s eight at a time
-/// into a preallocated file (BENCHMARKS.md, session 57). The writes may
-/// land in any order, so nothing that depends on them may count as written
-/// before this returns; after an error the others may or may not have
-/// happened. Returns the first error seen.
+/// then cost more than the overlap gains). One write at a time leaves the
+/// device idle between a write's completion and the next submission: here
+/// 64 KiB direct writes ran at ~0.42 GB/s one at a time and ~0.98 GB/s
+/// eight at a time into a preallocated file (BENCHMARKS.md, session 57).
+/// The writes may land in any order, so nothing that depends on them may
+/// count as written before this returns; after an error the others may or
+/// may not have happened. Returns the first error seen.
 pub fn write_direct_all(
     file: &dyn StorageFile,
     writes: &[(u64, &[u8])],
