@@ -348,7 +348,7 @@ fn worker_main(core: &Core, start: Lsn) {
     };
     match &core.tracker {
         Tracker::Grasshopper(gh) => {
-            let mut worker = GhWorker::new(start, core.options.sbl_catch_up);
+            let mut worker = GhWorker::new(gh, start, core.options.sbl_catch_up);
             loop {
                 let before = worker.sbl();
                 if worker.advance(gh, &core.sbl) {

@@ -44,7 +44,7 @@ use std::ptr;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use super::hindex::HIndex;
+use super::hindex::{HIndex, ThreadCounts};
 #[cfg(not(loom))]
 use super::hslab::HNodeSlab;
 #[cfg(not(loom))]
@@ -139,6 +139,9 @@ pub(crate) struct GList {
     /// Set by the owner when its handle is dropped and everything it
     /// appended is durable; the worker then forgets the list.
     pub(crate) retired: AtomicBool,
+    /// This thread's hopping-index counts (step 3 of §4.1.2; see
+    /// `hindex.rs` for why per thread).
+    counts: ThreadCounts,
     /// Owner only: where c-nodes are allocated (loom models allocate each
     /// on the heap, so that a freed node's memory is never reused).
     #[cfg(not(loom))]
@@ -160,8 +163,9 @@ unsafe impl Send for GList {}
 unsafe impl Sync for GList {}
 
 impl GList {
-    /// An empty list whose dummy node ends at `start`.
-    pub(crate) fn new(start: u64) -> Self {
+    /// An empty list whose dummy node ends at `start`, counting its bytes
+    /// in `hindex`'s ranges.
+    pub(crate) fn new(start: u64, hindex: &HIndex) -> Self {
         #[cfg(not(loom))]
         let slab = NodeSlab::new();
         #[cfg(not(loom))]
@@ -184,6 +188,7 @@ impl GList {
             head: CachePadded::new(UnsafeCell::new(c)),
             h_head: CachePadded::new(UnsafeCell::new(h)),
             retired: AtomicBool::new(false),
+            counts: ThreadCounts::new(hindex),
             #[cfg(not(loom))]
             slab,
             #[cfg(not(loom))]
@@ -295,7 +300,7 @@ impl GList {
             });
         }
         // Step 3.
-        hindex.add(start, end - start);
+        self.counts.add(hindex, start, end - start);
     }
 
     /// §4.4: moves `gc` over every node durable at `sdl`, running its
@@ -383,6 +388,12 @@ impl GList {
     }
 
     // ---- the ELEDA worker -------------------------------------------------
+
+    /// The list's hopping-index counts (the worker reads them; the owner
+    /// adds through `push`).
+    pub(crate) fn counts(&self) -> &ThreadCounts {
+        &self.counts
+    }
 
     /// The c-list tail (Table 2: worker R). Acquire: the node's fields and
     /// the h-list nodes its owner registered before it are visible.

@@ -51,7 +51,7 @@ impl GhShared {
     /// Registration happens-before any byte the thread counts in the
     /// hopping index, so a worker that hops over those bytes knows the list.
     pub(crate) fn register(&self) -> Arc<GList> {
-        let list = Arc::new(GList::new(0));
+        let list = Arc::new(GList::new(0, &self.hindex));
         self.registry.lock().push(Arc::clone(&list));
         self.generation.fetch_add(1, Release);
         list
@@ -227,7 +227,7 @@ mod loom_tests {
             let worker = {
                 let (gh, sbl) = (gh.clone(), sbl.clone());
                 loom::thread::spawn(move || {
-                    let mut w = worker::GhWorker::new(0, catch_up);
+                    let mut w = worker::GhWorker::new(&gh, 0, catch_up);
                     for _ in 0..worker_rounds {
                         w.advance(&gh, &sbl);
                     }
@@ -300,7 +300,18 @@ mod loom_tests {
     /// hopping index's slots are reused across laps.
     #[test]
     fn loom_two_threads_ring_wraps() {
-        model_wrapping(8, 2, 1, &[&[3, 4], &[5, 2]]);
+        model_wrapping(8, 2, 1, 0, &[&[3, 4], &[5, 2]]);
+    }
+
+    /// A thread retires (its handle dropped once its entry is durable)
+    /// while the other goes on through a 4-byte ring of 2-byte ranges, so
+    /// its later entries reach lap 1 of the slots the retired thread
+    /// counted in: the worker must fold the retired counts exactly once
+    /// (twice, or not at all, and a range is never seen full, or seen full
+    /// with a byte missing).
+    #[test]
+    fn loom_ring_wraps_while_a_thread_retires() {
+        model_wrapping(4, 1, 1, 1, &[&[3], &[2, 3, 2]]);
     }
 
     /// A model whose ring is smaller than the log, so writers wait for ring
@@ -315,11 +326,14 @@ mod loom_tests {
     /// push it has not seen yet, the flusher until SBL passes what it
     /// flushed; each producer rings after publishing. Loom then explores
     /// only wake-ups that follow progress, and a lost wake-up shows as a
-    /// deadlock (every thread blocked), which loom reports.
+    /// deadlock (every thread blocked), which loom reports. Threads below
+    /// index `retiring` retire their lists once their entries are durable,
+    /// as a dropped `ThreadHandle` does.
     fn model_wrapping(
         ring_bytes: u64,
         hop_shift: u32,
         bound: usize,
+        retiring: usize,
         threads: &'static [&'static [u64]],
     ) {
         let mut builder = loom::model::Builder::new();
@@ -354,6 +368,7 @@ mod loom_tests {
                 let (pushes, space_bell, push_bell) =
                     (pushes.clone(), space_bell.clone(), push_bell.clone());
                 joins.push(loom::thread::spawn(move || {
+                    let mut last_end = 0;
                     for (j, &len) in sizes.iter().enumerate() {
                         let lsn = next_lsn.fetch_add(len, Relaxed);
                         let has_space = || sdl.load(Acquire) + ring_bytes >= lsn + len;
@@ -366,6 +381,15 @@ mod loom_tests {
                         push_bell.ring();
                         // SAFETY: owner.
                         unsafe { list.collect(sdl.load(Acquire)) };
+                        last_end = lsn + len;
+                    }
+                    if i < retiring {
+                        // As `ThreadHandle`'s drop: durable, then retired.
+                        let durable = || sdl.load(Acquire) >= last_end;
+                        while !durable() {
+                            space_bell.wait_unless(durable);
+                        }
+                        gh.retire(&list);
                     }
                     list
                 }));
@@ -374,7 +398,7 @@ mod loom_tests {
                 let (gh, sbl, pushes) = (gh.clone(), sbl.clone(), pushes.clone());
                 let (push_bell, sbl_bell) = (push_bell.clone(), sbl_bell.clone());
                 loom::thread::spawn(move || {
-                    let mut w = worker::GhWorker::new(0, true);
+                    let mut w = worker::GhWorker::new(&gh, 0, true);
                     while w.sbl() < total {
                         // Read before the pass: a push after it wakes us.
                         let seen = pushes.load(Acquire);

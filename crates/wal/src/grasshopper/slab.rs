@@ -149,7 +149,7 @@ mod tests {
     #[test]
     fn a_list_with_more_pending_entries_than_slots_runs_every_callback_once() {
         let hindex = HIndex::new(0, 12, 1 << 16);
-        let list = GList::new(0);
+        let list = GList::new(0, &hindex);
         let ran = Arc::new(AtomicUsize::new(0));
         let entries = 2 * SLAB_SLOTS as u64 + 5;
         for i in 0..entries {

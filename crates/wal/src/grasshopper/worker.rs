@@ -5,6 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering::{Acquire, Release};
 
+use super::hindex::Tally;
 use super::list::{CNode, GList};
 use super::GhShared;
 use crate::sync::{Arc, AtomicU64};
@@ -39,6 +40,9 @@ pub(crate) struct GhWorker {
     in_heap: Vec<bool>,
     /// `(start_lsn, list index)` of each list's first pending node.
     heap: BinaryHeap<Reverse<(u64, usize)>>,
+    /// The hopping index's counts as the worker sums them: over `lists`,
+    /// plus the folded counts of lists it forgot.
+    tally: Tally,
     /// The registry generation `lists` was copied at.
     generation: u64,
     /// Some list in `lists` is retired but was not yet consumed to its end.
@@ -63,15 +67,16 @@ pub(crate) struct GhWorker {
 unsafe impl Send for GhWorker {}
 
 impl GhWorker {
-    /// A worker for a log whose SBL starts at `sbl`; `catch_up`: whether
-    /// it may hop inside a range to the lists' tails
+    /// A worker for `shared`'s log, whose SBL starts at `sbl`; `catch_up`:
+    /// whether it may hop inside a range to the lists' tails
     /// (`WalOptions::sbl_catch_up`).
-    pub(crate) fn new(sbl: u64, catch_up: bool) -> Self {
+    pub(crate) fn new(shared: &GhShared, sbl: u64, catch_up: bool) -> Self {
         Self {
             sbl,
             lists: Vec::new(),
             in_heap: Vec::new(),
             heap: BinaryHeap::new(),
+            tally: Tally::new(&shared.hindex),
             generation: u64::MAX,
             retire_pending: false,
             trimmed_range: 0,
@@ -126,17 +131,20 @@ impl GhWorker {
     /// SBL-hopping (Algorithm 1 lines 1–13).
     fn hop(&mut self, shared: &GhShared) -> bool {
         let hindex = &shared.hindex;
+        // Only the lists in `lists` are summed: pick up the new ones first.
+        self.refresh(shared);
         let mut high = hindex.range_of(self.sbl);
-        if !hindex.is_full(high) {
+        if !self.tally.is_full(hindex, &self.lists, high) {
             return false;
         }
-        while hindex.is_full(high) {
+        while self.tally.is_full(hindex, &self.lists, high) {
             high += 1;
         }
         let boundary = hindex.range_start(high);
-        // Every list contributing to the full ranges was registered before
-        // its bytes were counted, and the Acquire loads above saw them.
-        self.refresh(shared);
+        // Every list with bytes in the full ranges is in `lists` (only
+        // their counts were summed) or folded (all its bytes below SBL).
+        // A list registered since the refresh has none there nor below
+        // SBL: `refill` moves its head once a later refresh adds it.
         let mut sbl = boundary;
         for list in &self.lists {
             // Read the tail before the h-list: every node before the tail
@@ -194,12 +202,15 @@ impl GhWorker {
     /// Lines read per pass: two per list (its tail pointer and node)
     /// instead of every node.
     ///
-    /// A list registered after `refresh` could hold counted bytes whose
-    /// head would not be moved (and whose nodes gc would then free under
-    /// the worker's stale head): its registration happens-before its count,
-    /// so the generation read after the count shows it, and the catch-up is
-    /// abandoned (the loom model `loom_catch_up_with_a_list_registered_late`
-    /// fails without this check).
+    /// A list registered after `refresh` must not hold bytes below `m`, or
+    /// its head would not be moved (and gc would then free nodes under the
+    /// worker's stale head). Its bytes are not in the count (only the
+    /// lists in `lists` are summed, `hindex.rs`), so a count that fills
+    /// `[range_start, m)` leaves no room for them. With one shared count
+    /// (sessions up to 58) they were in it, and the generation check
+    /// below was what abandoned the catch-up (the loom model
+    /// `loom_catch_up_with_a_list_registered_late` failed without it); it
+    /// stays as a second guard.
     fn catch_up(&mut self, shared: &GhShared) -> bool {
         (0..CATCH_UP_TRIES).any(|_| self.try_catch_up(shared))
     }
@@ -209,7 +220,7 @@ impl GhWorker {
         let hindex = &shared.hindex;
         let range = hindex.range_of(self.sbl);
         self.refresh(shared);
-        let counted = hindex.buffered(range);
+        let counted = self.tally.buffered(hindex, &self.lists, range);
         if shared.generation.load(Acquire) != self.generation {
             return false;
         }
@@ -264,7 +275,7 @@ impl GhWorker {
             // smaller steps until the next check.
             let range = hindex.range_of(self.sbl);
             if checked != Some(range) || step % FULL_CHECK_EVERY == 0 {
-                if hindex.is_full(range) {
+                if self.tally.is_full(hindex, &self.lists, range) {
                     break;
                 }
                 checked = Some(range);
@@ -342,7 +353,10 @@ impl GhWorker {
         let mut registry = shared.registry.lock();
         self.generation = shared.generation.load(Acquire);
         let sbl = self.sbl;
+        let tally = &mut self.tally;
         registry.retain(|list| {
+            // Acquire: the owner's every count is visible (it retires after
+            // its last push).
             if !list.retired.load(Acquire) {
                 return true;
             }
@@ -350,6 +364,11 @@ impl GhWorker {
             let head = unsafe { &*list.head() };
             let next = head.next.load(Acquire);
             let done = head.end <= sbl && next.is_null();
+            if done {
+                // Its final counts, folded as `lists` stops holding it
+                // (below): summed once, never twice (hindex.rs).
+                tally.fold(list.counts());
+            }
             !done
         });
         self.retire_pending = registry.iter().any(|l| l.retired.load(Acquire));
@@ -377,7 +396,8 @@ mod tests {
         let shared = GhShared::new(0, 10, 16 << 10, u64::MAX);
         let a = shared.register();
         let b = shared.register();
-        (shared, a, b, AtomicU64::new(0), GhWorker::new(0, catch_up))
+        let worker = GhWorker::new(&shared, 0, catch_up);
+        (shared, a, b, AtomicU64::new(0), worker)
     }
 
     /// Both workers: Algorithm 1 alone, and with the catch-up.
