@@ -266,10 +266,11 @@ impl GhWorker {
         for step in 0..CRAWL_BATCH_MAX {
             // Line 16: crawl while the top is contiguous and the range is
             // not full (a full range is hopped over instead). The range's
-            // counter is read when the crawl enters a range and then every
+            // counts are read when the crawl enters a range and then every
             // `FULL_CHECK_EVERY` nodes, not before every node: the owners
-            // `lock add` to that counter for every entry, and a worker
-            // reading it per node bounced its cache line once per entry
+            // add to their counts for every entry (a shared `lock add`
+            // until session 59), and a worker reading them per node
+            // bounced their cache lines once per entry
             // (at 1 thread, 38% of `push`'s cycles). Crawling on through a
             // range that filled meanwhile yields the same SBL, only by
             // smaller steps until the next check.
