@@ -29,7 +29,7 @@ struct Cli {
 enum Command {
     /// Run a benchmark that reproduces a paper's experiment.
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(Box<bench::BenchCommand>),
     /// Kill a child running a write-heavy workload at random moments,
     /// recover, and check that nothing acknowledged was lost.
     Crashtest(crashtest::CrashtestArgs),
@@ -53,7 +53,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(command) => bench::run(command),
+        Command::Bench(command) => bench::run(*command),
         Command::Crashtest(args) => crashtest::run(args),
         Command::CrashtestChild(args) => crashtest::child(args),
         Command::CrashtestHybridlogChild(args) => crashtest::hybridlog_child(args),

@@ -10,12 +10,13 @@
 //! | `state`    | `Wal::shutdown`, the flusher on stop or failure | all     |
 
 use std::sync::atomic::AtomicU64 as StatU64;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
 use crossbeam_utils::CachePadded;
 
 use crate::baseline::bitmap::Bitmap;
 use crate::error::WalError;
+use crate::grasshopper::worker::GhWorker;
 use crate::grasshopper::GhShared;
 use crate::options::{LogKind, WalOptions};
 use crate::ring::Ring;
@@ -48,6 +49,12 @@ pub(crate) struct Counters {
     pub(crate) catch_up_bytes: StatU64,
     pub(crate) flushes: StatU64,
     pub(crate) flushed_bytes: StatU64,
+    /// Passes of Algorithm 1 run by database threads for a late worker.
+    pub(crate) help_passes: StatU64,
+    /// Passes of Algorithm 1 run so far, by the worker or for it: a
+    /// database thread that sees this stand still knows the worker is not
+    /// running (`WalOptions::worker_help_after_us`).
+    pub(crate) passes: StatU64,
 }
 
 /// Shared pipeline state.
@@ -67,6 +74,12 @@ pub(crate) struct Core {
     state: AtomicU8,
     failure: parking_lot::Mutex<Option<WalError>>,
     pub(crate) tracker: Tracker,
+    /// GRASSHOPPER: the worker's private state (§4.1: the LSN-heap and the
+    /// lists' consuming ends), behind a lock so that a database thread can
+    /// run a pass when the worker is late (`WalOptions::worker_help_after_us`).
+    /// Whoever holds it is "the worker" of Table 2's single-writer rules;
+    /// the lock's hand-over orders one holder's accesses before the next's.
+    gh_worker: Option<CachePadded<Mutex<GhWorker>>>,
     pub(crate) counters: CachePadded<Counters>,
     /// Rung by database threads once an entry is in the ring: the worker
     /// sleeps on it when nothing is reserved beyond SBL.
@@ -95,6 +108,14 @@ impl Core {
             LogKind::Vanilla => Tracker::Vanilla(Mutex::new(())),
             LogKind::BitmapScan => Tracker::Bitmap(Bitmap::new(ring_bytes.max(64))),
         };
+        let gh_worker = match &tracker {
+            Tracker::Grasshopper(gh) => Some(CachePadded::new(Mutex::new(GhWorker::new(
+                gh,
+                start,
+                options.sbl_catch_up,
+            )))),
+            _ => None,
+        };
         Self {
             ring: Ring::new(options.buffer_bytes),
             // A guard of 0 (nothing kept) masks nothing, as a guard of 1.
@@ -106,11 +127,55 @@ impl Core {
             state: AtomicU8::new(RUNNING),
             failure: parking_lot::Mutex::new(None),
             tracker,
+            gh_worker,
             counters: CachePadded::new(Counters::default()),
             worker_bell: CachePadded::new(Bell::new()),
             flusher_bell: CachePadded::new(Bell::new()),
             sdl_bell: CachePadded::new(Bell::new()),
         }
+    }
+
+    /// GRASSHOPPER: one pass of Algorithm 1 by the worker thread, waiting
+    /// for the state if a database thread holds it. Returns how many bytes
+    /// SBL moved.
+    pub(crate) fn worker_pass(&self) -> u64 {
+        match (&self.tracker, &self.gh_worker) {
+            (Tracker::Grasshopper(gh), Some(worker)) => self.pass(gh, &mut worker.lock()),
+            _ => 0,
+        }
+    }
+
+    /// GRASSHOPPER: one pass of Algorithm 1 by a database thread, if the
+    /// worker's state is free (`WalOptions::worker_help_after_us`). Returns
+    /// how many bytes SBL moved.
+    pub(crate) fn help_worker(&self) -> u64 {
+        match (&self.tracker, &self.gh_worker) {
+            (Tracker::Grasshopper(gh), Some(worker)) => match worker.try_lock() {
+                Some(mut worker) => {
+                    self.counters.help_passes.fetch_add(1, Relaxed);
+                    self.pass(gh, &mut worker)
+                }
+                None => 0,
+            },
+            _ => 0,
+        }
+    }
+
+    /// Advances SBL (Algorithm 1), wakes the flusher if it moved, and
+    /// updates the counters of how it moved.
+    fn pass(&self, gh: &GhShared, worker: &mut GhWorker) -> u64 {
+        let c = &self.counters;
+        // The holder of the state is the counter's only writer.
+        c.passes.store(c.passes.load(Relaxed) + 1, Relaxed);
+        let before = worker.sbl();
+        if !worker.advance(gh, &self.sbl) {
+            return 0;
+        }
+        self.flusher_bell.ring();
+        c.hop_bytes.store(worker.hop_bytes, Relaxed);
+        c.crawl_bytes.store(worker.crawl_bytes, Relaxed);
+        c.catch_up_bytes.store(worker.catch_up_bytes, Relaxed);
+        worker.sbl() - before
     }
 
     /// The lifecycle state (Acquire: a reader seeing `STOPPED` or `FAILED`

@@ -62,6 +62,20 @@ pub struct WalOptions {
     /// worker tightens its timer slack to match). 0: the worker polls continuously (spinning, then yielding,
     /// then sleeping on a bell while nothing is reserved).
     pub worker_pace_us: u64,
+    /// Beyond the paper: a database thread that finds SBL has not moved for
+    /// this many microseconds while entries wait beyond it runs a pass of
+    /// the worker's Algorithm 1 itself, if the worker is not in one (the
+    /// worker's state is behind a lock that only this hand-over contends);
+    /// a thread waiting in [`ThreadHandle::wait_durable`] does so at once.
+    /// The paper gives the worker a core of its own; where the database
+    /// threads hold every core, the worker waits for the scheduler after
+    /// each nap, and commits waited with it: on two cores, two database
+    /// threads had a commit p50 of 1.4 ms (8 threads: 23 ms) against the
+    /// mutex log's 0.4 ms (BENCHMARKS.md, session 60). 0: never help, the
+    /// paper's pipeline.
+    ///
+    /// [`ThreadHandle::wait_durable`]: crate::ThreadHandle::wait_durable
+    pub worker_help_after_us: u64,
     /// The flusher writes past the page cache (`O_DIRECT` where the file
     /// system allows it), each write padded to whole 4 KiB blocks and the
     /// padding cut off when a file is closed. No copy into the page cache
@@ -101,6 +115,7 @@ impl Default for WalOptions {
             sbl_catch_up: true,
             file_max_bytes: 256 << 20,
             worker_pace_us: 20,
+            worker_help_after_us: 100,
             direct_io: true,
             io_depth: 8,
             io_depth_min_bytes: 256 << 10,

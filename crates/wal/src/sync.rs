@@ -88,6 +88,18 @@ impl<T> Mutex<T> {
     pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
         self.inner.lock().expect("loom mutex poisoned")
     }
+
+    /// The lock if it is free now.
+    #[cfg(not(loom))]
+    pub(crate) fn try_lock(&self) -> Option<parking_lot::MutexGuard<'_, T>> {
+        self.inner.try_lock()
+    }
+
+    /// The lock if it is free now.
+    #[cfg(loom)]
+    pub(crate) fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
+        self.inner.try_lock().ok()
+    }
 }
 
 /// Waits a little before a consumer (§4.1.1) looks again: spins, then

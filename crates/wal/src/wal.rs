@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use epochdb_storage::Storage;
 
@@ -17,7 +17,6 @@ use crate::error::WalError;
 use crate::flusher::Flusher;
 use crate::format::{encode_entry, entry_bytes};
 use crate::grasshopper::list::{Callback, GList};
-use crate::grasshopper::worker::GhWorker;
 use crate::lsn::{Lsn, LsnRange};
 use crate::options::{LogKind, WalOptions};
 use crate::recovery::{scan, EntryRef, RecoveredLog};
@@ -89,6 +88,9 @@ pub struct WalStats {
     pub flushes: u64,
     /// Bytes flushed.
     pub flushed_bytes: u64,
+    /// Passes of Algorithm 1 that database threads ran for a late worker
+    /// (GRASSHOPPER only: `WalOptions::worker_help_after_us`).
+    pub help_passes: u64,
 }
 
 impl Wal {
@@ -178,6 +180,7 @@ impl Wal {
             scratch: Vec::new(),
             last_end: 0,
             held: None,
+            help: HelpClock::new(&self.core.options),
         }
     }
 
@@ -227,6 +230,7 @@ impl Wal {
             catch_up_bytes: c.catch_up_bytes.load(Relaxed),
             flushes: c.flushes.load(Relaxed),
             flushed_bytes: c.flushed_bytes.load(Relaxed),
+            help_passes: c.help_passes.load(Relaxed),
         }
     }
 
@@ -347,20 +351,15 @@ fn worker_main(core: &Core, start: Lsn) {
         }
     };
     match &core.tracker {
-        Tracker::Grasshopper(gh) => {
-            let mut worker = GhWorker::new(gh, start, core.options.sbl_catch_up);
+        Tracker::Grasshopper(_) => {
+            // The state (made at `start` by `Core::new`) is shared with
+            // database threads that step in (`Core::help_worker`).
             loop {
-                let before = worker.sbl();
-                if worker.advance(gh, &core.sbl) {
-                    core.flusher_bell.ring();
-                    core.counters.hop_bytes.store(worker.hop_bytes, Relaxed);
-                    core.counters.crawl_bytes.store(worker.crawl_bytes, Relaxed);
-                    core.counters
-                        .catch_up_bytes
-                        .store(worker.catch_up_bytes, Relaxed);
+                let moved = core.worker_pass();
+                if moved > 0 {
                     backoff.reset();
                     idle_naps = 0;
-                    nap(worker.sbl() - before);
+                    nap(moved);
                 } else if core.is_stopped() {
                     return;
                 } else {
@@ -510,6 +509,75 @@ pub struct ThreadHandle {
     /// GRASSHOPPER: a run of this handle's entries, contiguous in LSN,
     /// copied into the ring but not yet enqueued (see [`ThreadHandle::stage`]).
     held: Option<LsnRange>,
+    /// When this thread steps in for a late worker.
+    help: HelpClock,
+}
+
+/// Appends between two looks at whether the worker is late: a look reads
+/// the worker's pass count (a line it writes) and the clock.
+const HELP_CHECK_EVERY: u32 = 16;
+
+/// A database thread's watch on the ELEDA worker
+/// (`WalOptions::worker_help_after_us`): every `HELP_CHECK_EVERY` appends
+/// it notes how many passes the worker has run, and if none ran for the
+/// option's time while entries wait beyond SBL, the thread runs a pass of
+/// Algorithm 1 itself. Passes, not SBL: SBL also stands still behind a
+/// hole, which only the hole's owner can fill (with more database
+/// threads than cores, an owner preempted between its reservation and
+/// its enqueue holds SBL for a time slice), and a pass then does nothing.
+struct HelpClock {
+    /// `None`: never help.
+    after: Option<Duration>,
+    countdown: u32,
+    passes_seen: u64,
+    seen_at: Instant,
+}
+
+impl HelpClock {
+    fn new(options: &WalOptions) -> Self {
+        Self {
+            after: (options.kind == LogKind::Grasshopper && options.worker_help_after_us > 0)
+                .then(|| Duration::from_micros(options.worker_help_after_us)),
+            countdown: HELP_CHECK_EVERY,
+            passes_seen: 0,
+            seen_at: Instant::now(),
+        }
+    }
+
+    /// Called after each enqueued append: helps the worker if it is late.
+    #[inline]
+    fn tick(&mut self, core: &Core) {
+        if self.after.is_none() {
+            return;
+        }
+        self.countdown -= 1;
+        if self.countdown == 0 {
+            self.countdown = HELP_CHECK_EVERY;
+            self.look(core);
+        }
+    }
+
+    #[cold]
+    fn look(&mut self, core: &Core) {
+        let Some(after) = self.after else { return };
+        let passes = core.counters.passes.load(Relaxed);
+        let now = Instant::now();
+        if passes != self.passes_seen || core.next_lsn.load(Relaxed) <= core.sbl.load(Relaxed) {
+            self.passes_seen = passes;
+            self.seen_at = now;
+        } else if now.duration_since(self.seen_at) >= after {
+            core.help_worker();
+            self.seen_at = now;
+        }
+    }
+
+    /// Called while waiting for SDL to pass `lsn`: a waiting thread has
+    /// nothing better to do than the worker's pass.
+    fn waiting(&self, core: &Core, lsn: Lsn) {
+        if self.after.is_some() && core.sbl.load(Relaxed) < lsn {
+            core.help_worker();
+        }
+    }
 }
 
 impl fmt::Debug for ThreadHandle {
@@ -641,6 +709,7 @@ impl ThreadHandle {
                     unsafe { list.push(run.start, run.end, callback, &gh.hindex) };
                     // The reservation above published the progress (SeqCst).
                     core.worker_bell.ring_after_seq_cst_rmw();
+                    self.help.tick(core);
                 }
                 entry
             }
@@ -758,6 +827,7 @@ impl ThreadHandle {
                 return Err(self.core.stop_error());
             }
             let core = &*self.core;
+            self.help.waiting(core, lsn);
             backoff.idle(&core.sdl_bell, || {
                 core.sdl.load(Acquire) >= lsn || core.is_stopped()
             });

@@ -27,25 +27,36 @@ fn run(kind: LogKind, seed: u64) {
 
 /// `staged`: two of every three entries are staged, the third commits.
 fn run_with(kind: LogKind, seed: u64, staged: bool) {
-    run_opts(kind, seed, staged, true, small_options(kind).hop_shift);
+    run_opts(
+        kind,
+        seed,
+        staged,
+        true,
+        small_options(kind).hop_shift,
+        None,
+    );
 }
 
 /// `catch_up`: `WalOptions::sbl_catch_up` (GRASSHOPPER's worker may hop to
 /// the sequencer inside a range; `false`: Algorithm 1 alone); hops of
-/// `2^hop_shift` bytes.
+/// `2^hop_shift` bytes; `help_after_us`: `WalOptions::worker_help_after_us`
+/// if not the default.
 fn run_opts(
     kind: LogKind,
     seed: u64,
     staged: bool,
     catch_up: bool,
     hop_shift: u32,
+    help_after_us: Option<u64>,
 ) -> epochdb_wal::WalStats {
     let disk = Arc::new(SimStorage::new(seed));
+    let defaults = small_options(kind);
     let options = WalOptions {
         worker_pace_us: seed % 2 * 20,
         sbl_catch_up: catch_up,
         hop_shift,
-        ..small_options(kind)
+        worker_help_after_us: help_after_us.unwrap_or(defaults.worker_help_after_us),
+        ..defaults
     };
     let (wal, rec) = Wal::open(disk.clone(), "/db/wal", options.clone()).unwrap();
     assert!(rec.entries.is_empty());
@@ -126,8 +137,8 @@ fn grasshopper_staged_runs_polling_flush_a_hole_free_prefix() {
 
 #[test]
 fn grasshopper_without_catch_up_flushes_a_hole_free_prefix() {
-    run_opts(LogKind::Grasshopper, 9, false, false, 10);
-    run_opts(LogKind::Grasshopper, 10, true, false, 10);
+    run_opts(LogKind::Grasshopper, 9, false, false, 10, None);
+    run_opts(LogKind::Grasshopper, 10, true, false, 10, None);
 }
 
 /// Hops as long as the ring (64 KiB): the worker mostly crawls or catches
@@ -136,11 +147,61 @@ fn grasshopper_without_catch_up_flushes_a_hole_free_prefix() {
 fn grasshopper_catching_up_flushes_a_hole_free_prefix() {
     let mut caught_up = 0;
     for seed in [11, 12] {
-        caught_up += run_opts(LogKind::Grasshopper, seed, false, true, 16).catch_up_bytes;
-        caught_up += run_opts(LogKind::Grasshopper, seed, true, true, 16).catch_up_bytes;
+        caught_up += run_opts(LogKind::Grasshopper, seed, false, true, 16, None).catch_up_bytes;
+        caught_up += run_opts(LogKind::Grasshopper, seed, true, true, 16, None).catch_up_bytes;
     }
     // Timing-dependent, but 3–4 MB per run here: the path was exercised.
     assert!(caught_up > 0, "the worker never caught up");
+}
+
+/// Database threads that step in for the worker at nearly every look
+/// (`worker_help_after_us` 1 µs), beside a paced worker and a polling one:
+/// the worker's state changes hands under its lock thousands of times
+/// while four producers append, with appended and with staged entries.
+#[test]
+fn grasshopper_with_threads_helping_the_worker_flushes_a_hole_free_prefix() {
+    let mut helped = 0;
+    for seed in [13, 14] {
+        for staged in [false, true] {
+            let hop = small_options(LogKind::Grasshopper).hop_shift;
+            helped += run_opts(LogKind::Grasshopper, seed, staged, true, hop, Some(1)).help_passes;
+        }
+    }
+    // Timing-dependent, but the paced worker's naps leave SBL still for
+    // far longer than a microsecond: the path was exercised.
+    assert!(helped > 0, "no database thread ever ran a pass");
+}
+
+/// A worker asleep for far longer than the test's waits (a 3 s pace: it
+/// naps that long after any pass that moved SBL less than an I/O unit)
+/// holds back no commit: a thread waiting for durability runs the pass
+/// itself. With `worker_help_after_us` 0 each wait below would take up to
+/// the worker's 3 s, and no pass would be a helper's.
+#[test]
+fn a_thread_waiting_for_durability_runs_a_late_workers_pass() {
+    let disk = Arc::new(SimStorage::new(15));
+    let options = WalOptions {
+        worker_pace_us: 3_000_000,
+        ..small_options(LogKind::Grasshopper)
+    };
+    let (wal, _) = Wal::open(disk, "/db/wal", options).unwrap();
+    let mut h = wal.thread_handle();
+    let started = std::time::Instant::now();
+    for seq in 0..20 {
+        let range = h.append(&[&record(0, seq)]).unwrap();
+        h.wait_durable(range.end).unwrap();
+    }
+    let stats = wal.stats();
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(2500),
+        "waits took {:?}: the worker's naps",
+        started.elapsed()
+    );
+    // At most the first entry or two can have been the worker's before it
+    // began its first long nap.
+    assert!(stats.help_passes >= 18, "{stats:?}");
+    drop(h);
+    wal.shutdown().unwrap(); // waits for the worker's nap to end
 }
 
 #[test]
@@ -231,8 +292,8 @@ fn stress_many_seeds() {
             run(kind, seed);
             run_with(kind, seed, true);
         }
-        run_opts(LogKind::Grasshopper, seed, false, false, 10);
-        run_opts(LogKind::Grasshopper, seed, false, true, 16);
+        run_opts(LogKind::Grasshopper, seed, false, false, 10, None);
+        run_opts(LogKind::Grasshopper, seed, false, true, 16, None);
     }
 }
 

@@ -97,6 +97,11 @@ pub(crate) struct CommonArgs {
     /// as eleda's flusher). Only direct writes use it.
     #[arg(long, default_value_t = epochdb_engine::WalOptions::default().io_depth)]
     wal_io_depth: usize,
+    /// After how many microseconds without a pass of GRASSHOPPER's worker
+    /// a `wal` database thread runs one itself
+    /// (`WalOptions::worker_help_after_us`, beyond the paper; 0: never).
+    #[arg(long, default_value_t = epochdb_engine::WalOptions::default().worker_help_after_us)]
+    wal_help_after_us: u64,
     /// The `wal` mode's central log buffer in bytes, a power of two
     /// (`WalOptions::buffer_bytes`; eleda §6.1 used 32 MiB).
     #[arg(long, default_value_t = epochdb_engine::WalOptions::default().buffer_bytes)]
@@ -307,6 +312,7 @@ fn run_modes(
             direct_io: !common.buffered_io,
             wal_io_unit: common.wal_io_unit,
             wal_io_depth: common.wal_io_depth,
+            wal_help_after_us: common.wal_help_after_us,
             wal_buffer: common.wal_buffer,
             log_buffer: common.log_buffer,
             log_buffers_per_worker: common.log_buffers_per_worker,

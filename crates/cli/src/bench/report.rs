@@ -54,6 +54,8 @@ pub(crate) struct RunConfig {
     pub(crate) wal_io_unit: usize,
     /// I/O units the `wal` flusher keeps in flight.
     pub(crate) wal_io_depth: usize,
+    /// After how long without a worker pass a `wal` database thread runs one.
+    pub(crate) wal_help_after_us: u64,
     /// The `wal` mode's log buffer in bytes.
     pub(crate) wal_buffer: usize,
     /// Each `log`/`silor` worker's log buffer in bytes.

@@ -129,6 +129,12 @@ pub(crate) struct WalArgs {
     /// baselines run once.
     #[arg(long, value_delimiter = ',', default_value = "on", value_parser = ["on", "off"])]
     catch_up: Vec<String>,
+    /// After how many microseconds of SBL standing still a database thread
+    /// runs GRASSHOPPER's worker pass itself, comma-separated to compare
+    /// (`WalOptions::worker_help_after_us`, beyond the paper; 0: never, the
+    /// paper's pipeline). The baselines run once.
+    #[arg(long, value_delimiter = ',', default_value = "100")]
+    help_after_us: Vec<u64>,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -157,6 +163,10 @@ struct Run {
     records: String,
     /// `WalOptions::sbl_catch_up` (GRASSHOPPER only).
     sbl_catch_up: bool,
+    /// `WalOptions::worker_help_after_us` (GRASSHOPPER only).
+    worker_help_after_us: u64,
+    /// Worker passes that database threads ran (GRASSHOPPER only).
+    help_passes: u64,
     transactions: u64,
     seconds: f64,
     throughput_txn_s: f64,
@@ -302,10 +312,16 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                     } else {
                         &args.catch_up[..1]
                     };
-                    for ((&pace, records), catch_up) in paces
+                    let helps: &[u64] = if *kind == LogKind::Grasshopper {
+                        &args.help_after_us
+                    } else {
+                        &args.help_after_us[..1]
+                    };
+                    for (((&pace, records), catch_up), &help_after) in paces
                         .iter()
                         .flat_map(|p| record_modes.iter().map(move |r| (p, r)))
                         .flat_map(|pr| catch_ups.iter().map(move |c| (pr, c)))
+                        .flat_map(|prc| helps.iter().map(move |h| (prc, h)))
                     {
                         let catch_up = catch_up == "on";
                         n += 1;
@@ -318,6 +334,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             worker_pace_us: pace,
                             hop_shift: args.hop_shift,
                             sbl_catch_up: catch_up,
+                            worker_help_after_us: help_after,
                             // The null device keeps no bytes to read back
                             // the partial block a direct appender starts
                             // from; its writes cost nothing either way.
@@ -358,6 +375,9 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                         };
                         if *kind == LogKind::Grasshopper && !catch_up {
                             shown.push_str("-alg1");
+                        }
+                        if *kind == LogKind::Grasshopper && helps.len() > 1 {
+                            shown.push_str(&format!("-h{help_after}"));
                         }
                         print_row(&shown, &run, pace);
                         runs.push(Run {
@@ -589,5 +609,7 @@ fn one_run(
         catch_up_ratio: (options.kind == LogKind::Grasshopper && moved > 0)
             .then(|| stats.catch_up_bytes as f64 / moved as f64),
         sbl_catch_up: options.sbl_catch_up,
+        worker_help_after_us: options.worker_help_after_us,
+        help_passes: stats.help_passes,
     })
 }

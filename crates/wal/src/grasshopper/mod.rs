@@ -186,6 +186,35 @@ mod loom_tests {
         late_from: usize,
         threads: &'static [&'static [u64]],
     ) {
+        model_with(
+            ring_bytes,
+            hop_shift,
+            bound,
+            worker_rounds,
+            flusher_rounds,
+            catch_up,
+            late_from,
+            threads,
+            false,
+        );
+    }
+
+    /// [`model`], where `help` makes every writer, after each entry, run a
+    /// pass of the worker itself if the worker's state is free, as a
+    /// database thread does for a late worker (`Core::help_worker`): the
+    /// state is behind a lock that the worker thread takes for each round.
+    #[allow(clippy::too_many_arguments)]
+    fn model_with(
+        ring_bytes: u64,
+        hop_shift: u32,
+        bound: usize,
+        worker_rounds: usize,
+        flusher_rounds: usize,
+        catch_up: bool,
+        late_from: usize,
+        threads: &'static [&'static [u64]],
+        help: bool,
+    ) {
         let mut builder = loom::model::Builder::new();
         if builder.preemption_bound.is_none() {
             builder.preemption_bound = Some(bound);
@@ -200,15 +229,25 @@ mod loom_tests {
             let sdl = Arc::new(AtomicU64::new(0));
             let gh = Arc::new(GhShared::new(0, hop_shift, ring_bytes, 1));
             let ran = Arc::new(AtomicUsize::new(0));
+            // With `help`, the worker's state behind a lock shared with the
+            // writers; without, the worker thread owns it (no lock: the
+            // paper's models keep their state space).
+            let state = Arc::new(Mutex::new(None));
+            let shared_state = help.then(|| {
+                *state.lock() = Some(worker::GhWorker::new(&gh, 0, catch_up));
+                state.clone()
+            });
             let mut joins = Vec::new();
             for (i, sizes) in threads.iter().enumerate() {
                 let early = (i < late_from).then(|| gh.register());
-                let (ring, next_lsn, sdl, gh, ran) = (
+                let (ring, next_lsn, sbl, sdl, gh, ran, state) = (
                     ring.clone(),
                     next_lsn.clone(),
+                    sbl.clone(),
                     sdl.clone(),
                     gh.clone(),
                     ran.clone(),
+                    shared_state.clone(),
                 );
                 joins.push(loom::thread::spawn(move || {
                     let list = early.unwrap_or_else(|| gh.register());
@@ -218,6 +257,10 @@ mod loom_tests {
                         // SAFETY: reserved; the ring holds the whole log.
                         unsafe { put_entry(&ring, &list, &gh, &sdl, &ran, (i, j), lsn, len) };
                         last_end = lsn + len;
+                        if let Some(mut w) = state.as_ref().and_then(|s| s.try_lock()) {
+                            let w = w.as_mut().expect("the state is in place");
+                            w.advance(&gh, &sbl);
+                        }
                         // SAFETY: owner.
                         unsafe { list.collect(sdl.load(Acquire)) };
                     }
@@ -225,13 +268,22 @@ mod loom_tests {
                 }));
             }
             let worker = {
-                let (gh, sbl) = (gh.clone(), sbl.clone());
-                loom::thread::spawn(move || {
-                    let mut w = worker::GhWorker::new(&gh, 0, catch_up);
-                    for _ in 0..worker_rounds {
-                        w.advance(&gh, &sbl);
+                let (gh, sbl, shared) = (gh.clone(), sbl.clone(), shared_state.clone());
+                loom::thread::spawn(move || match shared {
+                    Some(state) => {
+                        for _ in 0..worker_rounds {
+                            let mut w = state.lock();
+                            w.as_mut().expect("in place").advance(&gh, &sbl);
+                        }
+                        None
                     }
-                    w
+                    None => {
+                        let mut w = worker::GhWorker::new(&gh, 0, catch_up);
+                        for _ in 0..worker_rounds {
+                            w.advance(&gh, &sbl);
+                        }
+                        Some(w)
+                    }
                 })
             };
             let mut flushed: Vec<u8> = Vec::new();
@@ -244,7 +296,11 @@ mod loom_tests {
                 owners.push(j.join().unwrap());
             }
             // Drain what the bounded rounds left, single-threaded.
-            let mut w = worker.join().unwrap();
+            if let Some(w) = worker.join().unwrap() {
+                *state.lock() = Some(w);
+            }
+            let mut guard = state.lock();
+            let w = guard.as_mut().expect("the worker's state");
             while w.sbl() < total {
                 assert!(
                     w.advance(&gh, &sbl),
@@ -443,6 +499,16 @@ mod loom_tests {
     #[test]
     fn loom_hop_while_an_owner_is_mid_push() {
         model(16, 2, 1, 2, 0, true, 2, &[&[1, 1], &[2, 4, 1]]);
+    }
+
+    /// Writers that run the worker's pass themselves when its state is
+    /// free (`Core::help_worker`), beside the worker thread: the state
+    /// changes hands between threads under its lock, and a writer that is
+    /// both a list's producer and, for a pass, its consumer must still
+    /// keep Spec1–Spec3.
+    #[test]
+    fn loom_writers_help_the_worker() {
+        model_with(16, 2, 1, 1, 1, true, 2, &[&[3, 5], &[6]], true);
     }
 
     /// Three threads with one entry each: the LSN-heap orders three heads.
