@@ -62,17 +62,21 @@ pub struct WalOptions {
     /// worker tightens its timer slack to match). 0: the worker polls continuously (spinning, then yielding,
     /// then sleeping on a bell while nothing is reserved).
     pub worker_pace_us: u64,
-    /// Beyond the paper: a database thread that finds SBL has not moved for
-    /// this many microseconds while entries wait beyond it runs a pass of
-    /// the worker's Algorithm 1 itself, if the worker is not in one (the
-    /// worker's state is behind a lock that only this hand-over contends);
-    /// a thread waiting in [`ThreadHandle::wait_durable`] does so at once.
+    /// Beyond the paper: a database thread that finds no pass of the
+    /// worker's Algorithm 1 has run for this many microseconds while
+    /// entries wait beyond SBL runs one itself, if the worker is not in one
+    /// (the worker's state is behind a lock that only this hand-over
+    /// contends); a thread waiting in [`ThreadHandle::wait_durable`] does
+    /// so at once. It cannot shorten a wait behind a hole: an owner
+    /// preempted between its reservation and its enqueue (more database
+    /// threads than cores) holds SBL until it runs again.
     /// The paper gives the worker a core of its own; where the database
     /// threads hold every core, the worker waits for the scheduler after
-    /// each nap, and commits waited with it: on two cores, two database
-    /// threads had a commit p50 of 1.4 ms (8 threads: 23 ms) against the
-    /// mutex log's 0.4 ms (BENCHMARKS.md, session 60). 0: never help, the
-    /// paper's pipeline.
+    /// each nap, and commits waited with it: on two cores, two pinned
+    /// database threads had a commit p50 of 2.1 ms without help and 0.44 ms
+    /// with it, the mutex log's 0.42 ms, for about 5% of GRASSHOPPER's
+    /// throughput (BENCHMARKS.md, session 60). 0: never help, the paper's
+    /// pipeline.
     ///
     /// [`ThreadHandle::wait_durable`]: crate::ThreadHandle::wait_durable
     pub worker_help_after_us: u64,

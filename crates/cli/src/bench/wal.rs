@@ -129,8 +129,8 @@ pub(crate) struct WalArgs {
     /// baselines run once.
     #[arg(long, value_delimiter = ',', default_value = "on", value_parser = ["on", "off"])]
     catch_up: Vec<String>,
-    /// After how many microseconds of SBL standing still a database thread
-    /// runs GRASSHOPPER's worker pass itself, comma-separated to compare
+    /// After how many microseconds without a pass of GRASSHOPPER's worker (while
+    /// entries wait beyond SBL) a database thread runs one itself, comma-separated to compare
     /// (`WalOptions::worker_help_after_us`, beyond the paper; 0: never, the
     /// paper's pipeline). The baselines run once.
     #[arg(long, value_delimiter = ',', default_value = "100")]
