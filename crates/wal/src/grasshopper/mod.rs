@@ -505,7 +505,10 @@ mod loom_tests {
     /// free (`Core::help_worker`), beside the worker thread: the state
     /// changes hands between threads under its lock, and a writer that is
     /// both a list's producer and, for a pass, its consumer must still
-    /// keep Spec1–Spec3.
+    /// keep Spec1–Spec3. Preemption bound 1: 2 s; bound 2
+    /// (`LOOM_MAX_PREEMPTIONS=2`): 201 s. With each writer running a
+    /// second worker of its own instead of taking the lock, it fails at
+    /// once (loom sees the two consumers race).
     #[test]
     fn loom_writers_help_the_worker() {
         model_with(16, 2, 1, 1, 1, true, 2, &[&[3, 5], &[6]], true);
