@@ -107,6 +107,19 @@ pub struct WalOptions {
     /// (BENCHMARKS.md, session 58). 0 or 1: every flush of several units
     /// is split.
     pub io_depth_min_bytes: usize,
+    /// Beyond the paper: when the flusher writes the ring in place
+    /// ([`WalOptions::writes_in_place`]) and a flush spans several I/O
+    /// units, adjacent units go out in one request of up to this many
+    /// bytes (a power of two; capped at the ring's size), cut where a
+    /// multiple of it falls. The I/O unit keeps its role for a small flush
+    /// (a unit or less is written as soon as it is buffered, for latency),
+    /// but a backlog is written in requests the device runs at full speed:
+    /// eleda §6.5.3 found 64 KiB units reach about half the device's
+    /// bandwidth and 512 KiB units all of it, and chose between latency and
+    /// bandwidth with the unit; here 4 KiB records with 64 KiB units went
+    /// from 0.5–0.6 of the disk to (BENCHMARKS.md, session 60). 0, or no
+    /// more than `io_unit_bytes`: one request per unit, as the paper.
+    pub write_coalesce_bytes: usize,
 }
 
 impl Default for WalOptions {
@@ -123,6 +136,7 @@ impl Default for WalOptions {
             direct_io: true,
             io_depth: 8,
             io_depth_min_bytes: 256 << 10,
+            write_coalesce_bytes: 512 << 10,
         }
     }
 }
@@ -165,6 +179,12 @@ impl WalOptions {
                 self.io_depth
             ));
         }
+        if self.write_coalesce_bytes != 0 && !self.write_coalesce_bytes.is_power_of_two() {
+            return bad(format!(
+                "write_coalesce_bytes {} is neither 0 nor a power of two",
+                self.write_coalesce_bytes
+            ));
+        }
         if self.file_max_bytes == 0 {
             return bad("file_max_bytes must be positive".to_string());
         }
@@ -191,6 +211,14 @@ impl WalOptions {
         self.direct_io
             && self.io_unit_bytes >= epochdb_storage::DIRECT_ALIGN
             && self.buffer_bytes >= 2 * self.io_unit_bytes
+    }
+
+    /// The most bytes one in-place write covers: the I/O unit, or adjacent
+    /// units up to `write_coalesce_bytes` (within the ring, whose end is a
+    /// multiple of it, both being powers of two).
+    pub(crate) fn in_place_write_bytes(&self) -> u64 {
+        let coalesce = self.write_coalesce_bytes.min(self.buffer_bytes);
+        self.io_unit_bytes.max(coalesce) as u64
     }
 
     /// The granule below which SDL's block stays reserved in the ring:

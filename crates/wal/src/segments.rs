@@ -44,6 +44,8 @@ pub(crate) struct ActiveFile {
     io_depth: usize,
     /// `WriteMode::io_depth_min_bytes`.
     io_depth_min_bytes: usize,
+    /// `WriteMode::in_place_write_bytes`.
+    in_place_write_bytes: u64,
 }
 
 /// How the flusher writes: through the page cache, or past it with each
@@ -56,6 +58,9 @@ pub(crate) struct WriteMode {
     pub(crate) io_depth: usize,
     /// `WalOptions::io_depth_min_bytes`.
     pub(crate) io_depth_min_bytes: usize,
+    /// `WalOptions::in_place_write_bytes`: the most bytes of adjacent I/O
+    /// units one in-place write covers.
+    pub(crate) in_place_write_bytes: u64,
     /// With direct writes and an `io_depth` above 1, each active file is
     /// preallocated to this many bytes (`WalOptions::file_max_bytes`) so
     /// that its writes can run side by side; 0: not preallocated.
@@ -71,6 +76,7 @@ impl WriteMode {
             capacity: options.io_unit_bytes,
             io_depth: options.io_depth,
             io_depth_min_bytes: options.io_depth_min_bytes,
+            in_place_write_bytes: options.in_place_write_bytes(),
             preallocate_bytes: if parallel { options.file_max_bytes } else { 0 },
         }
     }
@@ -104,6 +110,7 @@ impl ActiveFile {
             in_place_from,
             io_depth: mode.io_depth,
             io_depth_min_bytes: mode.io_depth_min_bytes,
+            in_place_write_bytes: mode.in_place_write_bytes,
         })
     }
 
@@ -150,11 +157,14 @@ impl ActiveFile {
         // The file offset of `first_block`, and so of every block after it.
         let base = file_len - from % ALIGN;
         let body_end = to / ALIGN * ALIGN;
-        let mut units = Vec::with_capacity(((body_end - first_block) / io_unit + 2) as usize);
+        // One write per I/O unit, or per run of adjacent units up to
+        // `WalOptions::write_coalesce_bytes`; the ring's end is a boundary
+        // of either (powers of two no larger than the ring).
+        let unit = io_unit.max(self.in_place_write_bytes);
+        let mut units = Vec::with_capacity(((body_end - first_block) / unit + 2) as usize);
         let mut at = first_block;
         while at < body_end {
-            // One write per I/O unit; the ring's end is a unit boundary.
-            let end = body_end.min((at / io_unit + 1) * io_unit);
+            let end = body_end.min((at / unit + 1) * unit);
             // SAFETY: forwarded from the caller: written, published and not
             // reused while the slice lives.
             let blocks = unsafe { ring.in_place(at, (end - at) as usize) }

@@ -67,7 +67,8 @@ fn log_stream(disk: &SimStorage, dir: &Path) -> (Vec<u8>, usize) {
 
 /// Runs the same appends with `options` in two sessions (the second
 /// reopens the last file) and returns the files and the recovered count.
-fn run(kind: LogKind, direct_io: bool) -> (Vec<u8>, usize, usize) {
+/// `coalesce`: `WalOptions::write_coalesce_bytes`.
+fn run(kind: LogKind, direct_io: bool, coalesce: usize) -> (Vec<u8>, usize, usize) {
     let disk = SimStorage::new(7);
     let dir = Path::new("/db/wal");
     let options = WalOptions {
@@ -77,6 +78,7 @@ fn run(kind: LogKind, direct_io: bool) -> (Vec<u8>, usize, usize) {
         // Split every flush, however small, so that helpers write.
         io_depth_min_bytes: 1,
         file_max_bytes: 96 << 10,
+        write_coalesce_bytes: coalesce,
         ..small_options(kind)
     };
     assert_eq!(
@@ -98,17 +100,26 @@ fn run(kind: LogKind, direct_io: bool) -> (Vec<u8>, usize, usize) {
     (stream, files, recovered.entries.len())
 }
 
+/// In place, with one write per 4 KiB unit, with adjacent units written
+/// 16 KiB at a time, and with a coalescing size beyond the 64 KiB ring
+/// (capped at it, so writes end at the ring's end).
 #[test]
 fn in_place_flushes_write_what_copying_writes() {
     for kind in KINDS {
-        let (in_place, files, entries) = run(kind, true);
-        let (copied, _, copied_entries) = run(kind, false);
-        assert_eq!(entries, 800, "{kind:?}: every entry recovered");
+        let (copied, _, copied_entries) = run(kind, false, 0);
         assert_eq!(copied_entries, 800);
-        assert!(files >= 3, "{kind:?}: the log rotated ({files} files)");
-        assert_eq!(in_place.len(), copied.len(), "{kind:?}: as long either way");
-        if let Some(at) = in_place.iter().zip(&copied).position(|(a, b)| a != b) {
-            panic!("{kind:?}: the streams differ first at LSN {at}");
+        for coalesce in [0, 16 << 10, 1 << 20] {
+            let (in_place, files, entries) = run(kind, true, coalesce);
+            assert_eq!(entries, 800, "{kind:?} {coalesce}: every entry recovered");
+            assert!(files >= 3, "{kind:?}: the log rotated ({files} files)");
+            assert_eq!(
+                in_place.len(),
+                copied.len(),
+                "{kind:?} {coalesce}: as long either way"
+            );
+            if let Some(at) = in_place.iter().zip(&copied).position(|(a, b)| a != b) {
+                panic!("{kind:?} {coalesce}: the streams differ first at LSN {at}");
+            }
         }
     }
 }

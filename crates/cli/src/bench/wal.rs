@@ -135,6 +135,11 @@ pub(crate) struct WalArgs {
     /// paper's pipeline). The baselines run once.
     #[arg(long, value_delimiter = ',', default_value = "100")]
     help_after_us: Vec<u64>,
+    /// The most bytes of adjacent I/O units the flusher writes in one
+    /// request, comma-separated to compare (`WalOptions::write_coalesce_bytes`,
+    /// beyond the paper; 0: one request per unit, as eleda's flusher).
+    #[arg(long, value_delimiter = ',', default_value = "524288")]
+    write_coalesce: Vec<usize>,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -165,6 +170,8 @@ struct Run {
     sbl_catch_up: bool,
     /// `WalOptions::worker_help_after_us` (GRASSHOPPER only).
     worker_help_after_us: u64,
+    /// `WalOptions::write_coalesce_bytes`.
+    write_coalesce_bytes: usize,
     /// Worker passes that database threads ran (GRASSHOPPER only).
     help_passes: u64,
     transactions: u64,
@@ -292,8 +299,9 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
     let units = args
         .io_unit
         .iter()
-        .flat_map(|&unit| args.io_depth.iter().map(move |&depth| (unit, depth)));
-    for (io_unit, io_depth) in units {
+        .flat_map(|&unit| args.io_depth.iter().map(move |&depth| (unit, depth)))
+        .flat_map(|ud| args.write_coalesce.iter().map(move |&c| (ud, c)));
+    for ((io_unit, io_depth), write_coalesce) in units {
         for &log_size in &args.log_size {
             for &threads in &args.threads {
                 for (name, kind) in &kinds {
@@ -335,6 +343,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             hop_shift: args.hop_shift,
                             sbl_catch_up: catch_up,
                             worker_help_after_us: help_after,
+                            write_coalesce_bytes: write_coalesce,
                             // The null device keeps no bytes to read back
                             // the partial block a direct appender starts
                             // from; its writes cost nothing either way.
@@ -378,6 +387,9 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                         }
                         if *kind == LogKind::Grasshopper && helps.len() > 1 {
                             shown.push_str(&format!("-h{help_after}"));
+                        }
+                        if args.write_coalesce.len() > 1 {
+                            shown.push_str(&format!("-c{}", write_coalesce >> 10));
                         }
                         print_row(&shown, &run, pace);
                         runs.push(Run {
@@ -610,6 +622,7 @@ fn one_run(
             .then(|| stats.catch_up_bytes as f64 / moved as f64),
         sbl_catch_up: options.sbl_catch_up,
         worker_help_after_us: options.worker_help_after_us,
+        write_coalesce_bytes: options.write_coalesce_bytes,
         help_passes: stats.help_passes,
     })
 }
