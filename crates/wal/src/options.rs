@@ -116,9 +116,11 @@ pub struct WalOptions {
     /// but a backlog is written in requests the device runs at full speed:
     /// eleda §6.5.3 found 64 KiB units reach about half the device's
     /// bandwidth and 512 KiB units all of it, and chose between latency and
-    /// bandwidth with the unit; here 4 KiB records with 64 KiB units went
-    /// from 0.5–0.6 of the disk to (BENCHMARKS.md, session 60). 0, or no
-    /// more than `io_unit_bytes`: one request per unit, as the paper.
+    /// bandwidth with the unit; here GRASSHOPPER's 4 KiB records with
+    /// 64 KiB units went from 0.62 of the disk to 0.82 (medians of four
+    /// alternated rounds, 1.33× the transactions; BENCHMARKS.md, session
+    /// 60). 0, or no more than `io_unit_bytes`: one request per unit, as
+    /// the paper.
     pub write_coalesce_bytes: usize,
 }
 
