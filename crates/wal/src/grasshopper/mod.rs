@@ -175,36 +175,12 @@ mod loom_tests {
     /// also catches up with the lists' tails (`WalOptions::sbl_catch_up`);
     /// threads from index `late_from` on register their lists themselves,
     /// concurrently with the worker, instead of before the model starts.
+    /// `help`: every writer, after each entry, runs a pass of the worker
+    /// itself if the worker's state is free, as a database thread does
+    /// for a late worker (`Core::help_worker`): the state is then behind a
+    /// lock that the worker thread takes for each round.
     #[allow(clippy::too_many_arguments)]
     fn model(
-        ring_bytes: u64,
-        hop_shift: u32,
-        bound: usize,
-        worker_rounds: usize,
-        flusher_rounds: usize,
-        catch_up: bool,
-        late_from: usize,
-        threads: &'static [&'static [u64]],
-    ) {
-        model_with(
-            ring_bytes,
-            hop_shift,
-            bound,
-            worker_rounds,
-            flusher_rounds,
-            catch_up,
-            late_from,
-            threads,
-            false,
-        );
-    }
-
-    /// [`model`], where `help` makes every writer, after each entry, run a
-    /// pass of the worker itself if the worker's state is free, as a
-    /// database thread does for a late worker (`Core::help_worker`): the
-    /// state is behind a lock that the worker thread takes for each round.
-    #[allow(clippy::too_many_arguments)]
-    fn model_with(
         ring_bytes: u64,
         hop_shift: u32,
         bound: usize,
@@ -325,7 +301,7 @@ mod loom_tests {
     /// session 36).
     #[test]
     fn loom_two_threads_one_entry_each() {
-        model(16, 2, 2, 2, 2, true, 2, &[&[3], &[5]]);
+        model(16, 2, 2, 2, 2, true, 2, &[&[3], &[5]], false);
     }
 
     /// Two threads, entries straddling 4-byte ranges: hopping, the
@@ -333,13 +309,13 @@ mod loom_tests {
     /// 2 ran past 25 minutes without finishing).
     #[test]
     fn loom_two_threads_straddling() {
-        model(16, 2, 1, 2, 2, true, 2, &[&[3, 5], &[6]]);
+        model(16, 2, 1, 2, 2, true, 2, &[&[3, 5], &[6]], false);
     }
 
     /// The paper's Algorithm 1 alone (no catch-up), as above.
     #[test]
     fn loom_two_threads_straddling_without_catch_up() {
-        model(16, 2, 1, 2, 2, false, 2, &[&[3, 5], &[6]]);
+        model(16, 2, 1, 2, 2, false, 2, &[&[3, 5], &[6]], false);
     }
 
     /// One list registered while the worker runs: a catch-up that read
@@ -349,7 +325,7 @@ mod loom_tests {
     /// bound 1: 69 s; bound 2 ran past 14 minutes.
     #[test]
     fn loom_catch_up_with_a_list_registered_late() {
-        model(16, 3, 1, 2, 1, true, 1, &[&[3], &[2, 2]]);
+        model(16, 3, 1, 2, 1, true, 1, &[&[3], &[2, 2]], false);
     }
 
     /// A ring smaller than the log: writers wait for the flusher, and the
@@ -498,7 +474,7 @@ mod loom_tests {
     /// about 70 s (preemption bound 1, two worker rounds).
     #[test]
     fn loom_hop_while_an_owner_is_mid_push() {
-        model(16, 2, 1, 2, 0, true, 2, &[&[1, 1], &[2, 4, 1]]);
+        model(16, 2, 1, 2, 0, true, 2, &[&[1, 1], &[2, 4, 1]], false);
     }
 
     /// Writers that run the worker's pass themselves when its state is
@@ -511,7 +487,7 @@ mod loom_tests {
     /// once (loom sees the two consumers race).
     #[test]
     fn loom_writers_help_the_worker() {
-        model_with(16, 2, 1, 1, 1, true, 2, &[&[3, 5], &[6]], true);
+        model(16, 2, 1, 1, 1, true, 2, &[&[3, 5], &[6]], true);
     }
 
     /// Three threads with one entry each: the LSN-heap orders three heads.
@@ -519,6 +495,6 @@ mod loom_tests {
     /// minutes without finishing).
     #[test]
     fn loom_three_threads_one_entry_each() {
-        model(16, 2, 1, 1, 1, true, 3, &[&[3], &[4], &[5]]);
+        model(16, 2, 1, 1, 1, true, 3, &[&[3], &[4], &[5]], false);
     }
 }
