@@ -153,7 +153,14 @@ impl Core {
             (Tracker::Grasshopper(gh), Some(worker)) => match worker.try_lock() {
                 Some(mut worker) => {
                     self.counters.help_passes.fetch_add(1, Relaxed);
-                    self.pass(gh, &mut worker)
+                    // A broken invariant fails the log, as on the worker
+                    // thread, rather than unwinding into the caller with
+                    // the state half-changed.
+                    let mut moved = 0;
+                    self.run_guarded("worker pass on a database thread", || {
+                        moved = self.pass(gh, &mut worker);
+                    });
+                    moved
                 }
                 None => 0,
             },
