@@ -67,6 +67,9 @@ pub(crate) struct Geometry {
     /// Whether the frames ask for transparent huge pages
     /// (`Config::huge_pages`; on unless set otherwise).
     pub(crate) huge_pages: bool,
+    /// Whether a background thread faults the frames in after the log
+    /// opens (`Config::prefault_frames`; on unless set otherwise).
+    pub(crate) prefault: bool,
 }
 
 impl Geometry {
@@ -85,6 +88,7 @@ impl Geometry {
             frames,
             mutable_pages: mutable,
             huge_pages: true,
+            prefault: true,
         }
     }
 
@@ -117,6 +121,56 @@ pub(crate) fn page_size(huge: bool) -> HugePages {
     } else {
         HugePages::Off
     }
+}
+
+/// Bytes of frames one step of [`prefault_frames`] faults in.
+const PREFAULT_CHUNK_BYTES: u64 = 32 << 20;
+
+/// Faults the log's frames in on a thread of its own, the frames after the
+/// tail's page first (the order the tail will open them), a chunk at a
+/// time, stopping early if the log is dropped (`Config::prefault_frames`).
+/// The frames are mapped lazily so that opening a store with a large
+/// budget is quick; left that way, the first lap of the tail around the
+/// frames pays a page fault (and the kernel's zeroing) on every page a
+/// session opens: 1 M-key fold-over checkpoint runs were slowest in their
+/// first seconds (BENCHMARKS.md, session 60). Populating changes no byte, so it may
+/// run beside the sessions. Best effort: where the kernel cannot populate
+/// (before Linux 5.14), or the thread cannot start, pages fault in on
+/// first touch as before.
+fn prefault_frames(log: Weak<Log>, tail_page: u64) {
+    let spawned = std::thread::Builder::new()
+        .name("hybridlog-prefault".into())
+        .spawn(move || {
+            let Some(first) = log.upgrade() else { return };
+            let geometry = first.geometry;
+            drop(first);
+            let page_words = (geometry.page_bytes() / 8) as usize;
+            let frames = geometry.frames;
+            let chunk_frames = ((PREFAULT_CHUNK_BYTES >> geometry.page_bits) as usize).max(1);
+            let start = geometry.frame_of_page(tail_page + 1);
+            // Frames `start..frames`, then `0..start`, in chunks.
+            let mut ranges = Vec::new();
+            for (from, to) in [(start, frames), (0, start)] {
+                let mut at = from;
+                while at < to {
+                    let end = (at + chunk_frames).min(to);
+                    ranges.push((at, end));
+                    at = end;
+                }
+            }
+            for (from, to) in ranges {
+                // Holding the log keeps the mapping alive for the call.
+                let Some(log) = log.upgrade() else { return };
+                if !log
+                    .frames
+                    .populate(from * page_words, (to - from) * page_words)
+                {
+                    return;
+                }
+            }
+        });
+    // Without the thread the frames fault in on first touch, as before.
+    drop(spawned);
 }
 
 /// Frame `i` of `frames`, frames of `page_words` words each.
@@ -222,7 +276,7 @@ impl Log {
         } else {
             page_start.max(FIRST_ADDRESS)
         };
-        Arc::new_cyclic(|me| Log {
+        let log = Arc::new_cyclic(|me| Log {
             me: me.clone(),
             geometry,
             epochs,
@@ -245,7 +299,11 @@ impl Log {
             dirty: (0..geometry.frames)
                 .map(|_| AtomicBool::new(false))
                 .collect(),
-        })
+        });
+        if geometry.prefault && !cfg!(miri) {
+            prefault_frames(Arc::downgrade(&log), page);
+        }
+        log
     }
 
     /// The next address to be allocated.

@@ -126,6 +126,24 @@ impl<T: Zeroable> Region<T> {
         Self::map(len, huge, false)
     }
 
+    /// Faults in the pages under values `[from, from + len)` (clamped to
+    /// the region) without touching their contents, so later first
+    /// accesses there pay no fault: `madvise(MADV_POPULATE_WRITE)` on the
+    /// whole pages the range covers. Safe while other threads read and
+    /// write those values: the kernel maps the pages and changes no byte.
+    /// Returns `false` where the kernel cannot (before Linux 5.14, or
+    /// under miri, which has no `madvise`); nothing happened then.
+    pub fn populate(&self, from: usize, len: usize) -> bool {
+        let end = from.saturating_add(len).min(self.len);
+        if from >= end || self.mapped == 0 {
+            return true;
+        }
+        let size = std::mem::size_of::<T>();
+        let start = (from * size) / PAGE_BYTES * PAGE_BYTES;
+        let stop = (end * size).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        populate_bytes(self.ptr.cast::<u8>(), start, stop.min(self.mapped))
+    }
+
     fn map(len: usize, huge: HugePages, populate: bool) -> Self {
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
@@ -197,6 +215,31 @@ fn map_zeroed(bytes: usize, huge: HugePages, populate: bool) -> NonNull<u8> {
         unsafe { std::ptr::write_bytes(addr.cast::<u8>(), 0, bytes) };
     }
     NonNull::new(addr.cast::<u8>()).expect("mmap returned null")
+}
+
+/// The page size `Region::populate` rounds to (the mapping's base pages;
+/// the kernel populates a huge page whole where one backs the range).
+const PAGE_BYTES: usize = 4096;
+
+/// `madvise(MADV_POPULATE_WRITE)` on bytes `[start, stop)` of the mapping
+/// at `base`; whether the kernel did it.
+#[cfg(not(miri))]
+fn populate_bytes(base: NonNull<u8>, start: usize, stop: usize) -> bool {
+    // SAFETY: `[start, stop)` lies inside one live mapping made by
+    // `map_zeroed` (the caller holds the region); populating faults pages
+    // in and writes nothing visible.
+    unsafe {
+        libc::madvise(
+            base.as_ptr().add(start).cast(),
+            stop - start,
+            libc::MADV_POPULATE_WRITE,
+        ) == 0
+    }
+}
+
+#[cfg(miri)]
+fn populate_bytes(_base: NonNull<u8>, _start: usize, _stop: usize) -> bool {
+    false
 }
 
 /// Unmaps what [`map_zeroed`] mapped.
@@ -533,6 +576,64 @@ mod tests {
             assert_eq!(chunk, want.to_ne_bytes(), "word {i}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Which of the region's 4 KiB pages are resident (`mincore`).
+    #[cfg(not(miri))]
+    fn resident_pages<T: Zeroable>(region: &Region<T>) -> Vec<bool> {
+        let pages = region.mapped.div_ceil(PAGE_BYTES);
+        let mut vec = vec![0u8; pages];
+        // SAFETY: the whole live mapping; `vec` has a byte per page.
+        let rc = unsafe {
+            libc::mincore(
+                region.ptr.as_ptr().cast(),
+                region.mapped,
+                vec.as_mut_ptr().cast(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        vec.iter().map(|b| b & 1 == 1).collect()
+    }
+
+    /// `populate` faults in exactly the pages under the range asked for
+    /// and changes no value, while another thread writes beside it.
+    #[test]
+    #[cfg_attr(miri, ignore = "no madvise under miri")]
+    fn populate_faults_pages_in_and_changes_no_value() {
+        #[cfg(not(miri))]
+        {
+            const WORDS: usize = 64 * 512; // 64 pages of 4 KiB
+            let region = Arc::new(Region::<AtomicU64>::zeroed_lazily(WORDS, HugePages::Off));
+            let writer = {
+                let region = Arc::clone(&region);
+                std::thread::spawn(move || {
+                    for i in (0..WORDS).step_by(97) {
+                        region[i].store(i as u64 + 1, Relaxed);
+                    }
+                })
+            };
+            // Words 512.. 512 * 9: pages 1 to 8 (the last one partly).
+            let done = region.populate(512, 512 * 8 - 3);
+            writer.join().unwrap();
+            for (i, word) in region.iter().enumerate() {
+                let want = if i % 97 == 0 { i as u64 + 1 } else { 0 };
+                assert_eq!(word.load(Relaxed), want, "word {i}");
+            }
+            if !done {
+                eprintln!("MADV_POPULATE_WRITE unsupported here: residency not checked");
+                return;
+            }
+            let fresh = Region::<AtomicU64>::zeroed_lazily(WORDS, HugePages::Off);
+            assert!(fresh.populate(512, 512 * 8 - 3));
+            let resident = resident_pages(&fresh);
+            assert_eq!(
+                resident.iter().filter(|&&r| r).count(),
+                8,
+                "pages 1..=8 only: {resident:?}"
+            );
+            assert!(resident[1..9].iter().all(|&r| r), "{resident:?}");
+            assert!(fresh.iter().all(|w| w.load(Relaxed) == 0));
+        }
     }
 
     #[test]

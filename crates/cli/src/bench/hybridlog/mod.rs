@@ -142,6 +142,11 @@ pub(crate) struct HybridlogArgs {
     /// default, `Config::huge_pages`) or off (4 KiB pages).
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     huge_pages: String,
+    /// Whether the log's frames are faulted in on a background thread when
+    /// the store opens (`on`, the default, `Config::prefault_frames`) or
+    /// on first touch (`off`).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    prefault_frames: String,
     /// Pins each session thread to a CPU of its own and the store's own
     /// threads (flush, I/O, the checkpoint driver and the writers it
     /// starts) and the sampler to the CPUs left over (none left: they are
@@ -444,6 +449,8 @@ struct Report {
     direct_io: bool,
     /// Whether the index and the frames asked for huge pages.
     huge_pages: bool,
+    /// Whether the frames were faulted in when the store opened.
+    prefault_frames: bool,
     recovery: Option<RecoveryReport>,
     config: RunConfig,
 }
@@ -568,6 +575,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         check_disk_reads: !args.unchecked_disk_reads,
         io_threads: args.io_threads,
         huge_pages: args.huge_pages == "on",
+        prefault_frames: args.prefault_frames == "on",
         record_layout,
         ..Config::default()
     };
@@ -854,6 +862,7 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
         disk_read_direct_mb_s: disk_read.map(|d| d.read_direct),
         direct_io: !args.buffered_io,
         huge_pages: args.huge_pages == "on",
+        prefault_frames: args.prefault_frames == "on",
         recovery,
         config: RunConfig {
             store: "hybridlog",
