@@ -92,7 +92,7 @@ pub struct Config {
     /// after opening, instead of on first touch: the memory budget
     /// (`memory_bytes`) is then resident from the start, and the tail's
     /// first lap around the frames pays no page faults (12-s fold-over
-    /// runs of a 1 M-key store were 1.11–1.35× as fast with it; BENCHMARKS.md,
+    /// runs of a 1 M-key store were 1.09–1.35× as fast with it; BENCHMARKS.md,
     /// session 60). Default on.
     pub prefault_frames: bool,
     /// How records hold their key and value lengths: any lengths (the
