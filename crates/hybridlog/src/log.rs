@@ -137,35 +137,22 @@ const PREFAULT_CHUNK_BYTES: u64 = 32 << 20;
 /// run beside the sessions. Best effort: where the kernel cannot populate
 /// (before Linux 5.14), or the thread cannot start, pages fault in on
 /// first touch as before.
-fn prefault_frames(log: Weak<Log>, tail_page: u64) {
+fn prefault_frames(log: Weak<Log>, geometry: Geometry, tail_page: u64) {
     let spawned = std::thread::Builder::new()
         .name("hybridlog-prefault".into())
         .spawn(move || {
-            let Some(first) = log.upgrade() else { return };
-            let geometry = first.geometry;
-            drop(first);
             let page_words = (geometry.page_bytes() / 8) as usize;
-            let frames = geometry.frames;
-            let chunk_frames = ((PREFAULT_CHUNK_BYTES >> geometry.page_bits) as usize).max(1);
+            let chunk = ((PREFAULT_CHUNK_BYTES >> geometry.page_bits) as usize).max(1);
             let start = geometry.frame_of_page(tail_page + 1);
-            // Frames `start..frames`, then `0..start`, in chunks.
-            let mut ranges = Vec::new();
-            for (from, to) in [(start, frames), (0, start)] {
-                let mut at = from;
-                while at < to {
-                    let end = (at + chunk_frames).min(to);
-                    ranges.push((at, end));
-                    at = end;
-                }
-            }
-            for (from, to) in ranges {
-                // Holding the log keeps the mapping alive for the call.
-                let Some(log) = log.upgrade() else { return };
-                if !log
-                    .frames
-                    .populate(from * page_words, (to - from) * page_words)
-                {
-                    return;
+            // Frames `start..frames`, then `0..start`, a chunk at a time.
+            for (from, to) in [(start, geometry.frames), (0, start)] {
+                for at in (from..to).step_by(chunk) {
+                    let frames = chunk.min(to - at);
+                    // Holding the log keeps the mapping alive for the call.
+                    let Some(log) = log.upgrade() else { return };
+                    if !log.frames.populate(at * page_words, frames * page_words) {
+                        return;
+                    }
                 }
             }
         });
@@ -301,7 +288,7 @@ impl Log {
                 .collect(),
         });
         if geometry.prefault && !cfg!(miri) {
-            prefault_frames(Arc::downgrade(&log), page);
+            prefault_frames(Arc::downgrade(&log), geometry, page);
         }
         log
     }

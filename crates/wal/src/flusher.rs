@@ -87,10 +87,8 @@ impl Flusher {
             // SAFETY: `[from, to)` lies in `[SDL, SBL)` (SBL loaded with
             // Acquire), `from` is the file's end, and `Core::has_space`
             // keeps SDL's block from writers until SDL moves on.
-            if let Some(result) = unsafe {
-                self.active
-                    .append_in_place(&self.core.ring, from, to, io_unit)
-            } {
+            if let Some(result) = unsafe { self.active.append_in_place(&self.core.ring, from, to) }
+            {
                 result?;
                 at = to;
             }

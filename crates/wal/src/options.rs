@@ -74,7 +74,7 @@ pub struct WalOptions {
     /// threads hold every core, the worker waits for the scheduler after
     /// each nap, and commits waited with it: on two cores, two pinned
     /// database threads had a commit p50 of 2.1 ms without help and 0.44 ms
-    /// with it, the mutex log's 0.42 ms, for about 5% of GRASSHOPPER's
+    /// with it, the mutex log's 0.42 ms, for 5–8% of GRASSHOPPER's
     /// throughput (BENCHMARKS.md, session 60). 0: never help, the paper's
     /// pipeline.
     ///

@@ -126,7 +126,8 @@ impl ActiveFile {
     /// Appends the ring's LSNs `[from, to)` without copying them (eleda
     /// §3.1: the flusher writes the log buffer's I/O units): the 4 KiB
     /// blocks holding them go from the ring to the file as they are, one
-    /// write per I/O unit of LSN space, since the file's offsets agree
+    /// write per I/O unit of LSN space (or per run of adjacent units,
+    /// `WalOptions::write_coalesce_bytes`), since the file's offsets agree
     /// with LSNs modulo 4096 (`format.rs`). The first block is the one the
     /// previous flush ended in, written again whole from the ring; only
     /// the last, partial block is copied, to be zero-padded. `None` where
@@ -145,7 +146,6 @@ impl ActiveFile {
         ring: &Ring,
         from: Lsn,
         to: Lsn,
-        io_unit: u64,
     ) -> Option<Result<(), WalError>> {
         const ALIGN: u64 = DIRECT_ALIGN as u64;
         let direct = self.direct.as_mut()?;
@@ -160,7 +160,7 @@ impl ActiveFile {
         // One write per I/O unit, or per run of adjacent units up to
         // `WalOptions::write_coalesce_bytes`; the ring's end is a boundary
         // of either (powers of two no larger than the ring).
-        let unit = io_unit.max(self.in_place_write_bytes);
+        let unit = self.in_place_write_bytes;
         let mut units = Vec::with_capacity(((body_end - first_block) / unit + 2) as usize);
         let mut at = first_block;
         while at < body_end {
