@@ -65,6 +65,7 @@ mod sim;
 
 pub use direct::{
     read_appending, write_direct_all, DirectAppender, DirectBuffer, DirectVec, DIRECT_ALIGN,
+    HUGE_BUFFER_MIN,
 };
 pub use error::{Op, Result, StorageError};
 pub use frame::{
