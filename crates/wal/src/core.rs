@@ -20,7 +20,16 @@ use crate::grasshopper::worker::GhWorker;
 use crate::grasshopper::GhShared;
 use crate::options::{LogKind, WalOptions};
 use crate::ring::Ring;
-use crate::sync::{AtomicU64, AtomicU8, Backoff, Bell, Mutex};
+use crate::sync::{AtomicBool, AtomicU64, AtomicU8, Backoff, Bell, Mutex};
+
+/// How long a flush must have run before the worker rests until the
+/// flusher goes idle (`WalOptions::flusher_passes`): longer than the null
+/// device's flushes (~0.15 ms here), where resting cost one pinned
+/// database thread ~5% of its throughput and ~70 µs of commit latency (the
+/// flusher's pass then crawled every entry of the flush), far shorter than
+/// the disk's (~12 ms for 16 MB), where pacing through them slowed the
+/// flush's writes (BENCHMARKS.md, session 61).
+pub(crate) const REST_AFTER: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Appends are accepted.
 pub(crate) const RUNNING: u8 = 0;
@@ -51,6 +60,8 @@ pub(crate) struct Counters {
     pub(crate) flushed_bytes: StatU64,
     /// Passes of Algorithm 1 run by database threads for a late worker.
     pub(crate) help_passes: StatU64,
+    /// Passes of Algorithm 1 run by the flusher after a flush.
+    pub(crate) flusher_passes: StatU64,
     /// Passes of Algorithm 1 run so far, by the worker or for it: a
     /// database thread that sees this stand still knows the worker is not
     /// running (`WalOptions::worker_help_after_us`).
@@ -71,6 +82,13 @@ pub(crate) struct Core {
     /// Storage durable LSN: every byte below is synced, and SDL itself is
     /// persisted in the SDL file.
     pub(crate) sdl: CachePadded<AtomicU64>,
+    /// Whether the flusher is inside a flush (set only with
+    /// [`WalOptions::flusher_passes`]): the worker sleeps meanwhile.
+    pub(crate) flushing: CachePadded<AtomicBool>,
+    /// When the flush in progress began, in nanoseconds since `clock`.
+    flush_began_ns: AtomicU64,
+    /// The origin of `flush_began_ns`.
+    clock: std::time::Instant,
     state: AtomicU8,
     failure: parking_lot::Mutex<Option<WalError>>,
     pub(crate) tracker: Tracker,
@@ -92,6 +110,9 @@ pub(crate) struct Core {
     /// Rung when SDL moves: threads waiting for space or durability sleep
     /// on it.
     pub(crate) sdl_bell: CachePadded<Bell>,
+    /// Rung when the flusher stops flushing: a worker resting meanwhile
+    /// sleeps on it (`WalOptions::flusher_passes`).
+    pub(crate) rest_bell: CachePadded<Bell>,
 }
 
 impl Core {
@@ -124,6 +145,9 @@ impl Core {
             next_lsn: CachePadded::new(AtomicU64::new(start)),
             sbl: CachePadded::new(AtomicU64::new(start)),
             sdl: CachePadded::new(AtomicU64::new(start)),
+            flushing: CachePadded::new(AtomicBool::new(false)),
+            flush_began_ns: AtomicU64::new(0),
+            clock: std::time::Instant::now(),
             state: AtomicU8::new(RUNNING),
             failure: parking_lot::Mutex::new(None),
             tracker,
@@ -132,6 +156,7 @@ impl Core {
             worker_bell: CachePadded::new(Bell::new()),
             flusher_bell: CachePadded::new(Bell::new()),
             sdl_bell: CachePadded::new(Bell::new()),
+            rest_bell: CachePadded::new(Bell::new()),
         }
     }
 
@@ -204,6 +229,7 @@ impl Core {
         self.worker_bell.ring();
         self.flusher_bell.ring();
         self.sdl_bell.ring();
+        self.rest_bell.ring();
     }
 
     /// Publishes `sdl` (Release: callbacks may run and ring space may be
@@ -211,6 +237,57 @@ impl Core {
     pub(crate) fn publish_sdl(&self, sdl: u64) {
         self.sdl.store(sdl, Release);
         self.sdl_bell.ring();
+    }
+
+    /// Whether the flusher is flushing and passes itself after each flush
+    /// (`WalOptions::flusher_passes`): a pass by anyone else only readies
+    /// bytes for the next flush, which the flusher's pass readies anyway.
+    pub(crate) fn worker_may_rest(&self) -> bool {
+        self.flushing.load(Acquire)
+    }
+
+    /// Whether the worker should rest now: [`Core::worker_may_rest`], and
+    /// the flush in progress has run for [`REST_AFTER`] already. Short
+    /// flushes (the null device's, ~0.15 ms) keep the worker pacing beside
+    /// them, so that the flusher's pass at their end finds little to do.
+    pub(crate) fn worker_should_rest(&self) -> bool {
+        self.worker_may_rest() && {
+            let began = self.flush_began_ns.load(Relaxed);
+            (self.clock.elapsed().as_nanos() as u64).saturating_sub(began)
+                >= REST_AFTER.as_nanos() as u64
+        }
+    }
+
+    /// The flusher, going idle: the worker moves SBL again. Only here, not
+    /// after every flush: waking the worker at each flush end only for it
+    /// to find the next flush running cost the flusher a wake-up (and, on
+    /// a shared core, its turn) per flush.
+    pub(crate) fn end_flushing(&self) {
+        if self.flushing.load(Relaxed) {
+            self.flushing.store(false, Release);
+            self.rest_bell.ring();
+        }
+    }
+
+    /// The flusher, after a flush (`WalOptions::flusher_passes`): one pass
+    /// of Algorithm 1 so that the next flush takes everything buffered
+    /// meanwhile. Waits for a pass in progress elsewhere (microseconds)
+    /// rather than flushing behind it.
+    pub(crate) fn flusher_pass(&self) {
+        if self.options.flusher_passes && self.gh_worker.is_some() {
+            self.counters.flusher_passes.fetch_add(1, Relaxed);
+            self.worker_pass();
+        }
+    }
+
+    /// The flusher, before a flush: the worker may rest until the flusher
+    /// goes idle ([`Core::end_flushing`]).
+    pub(crate) fn begin_flush(&self) {
+        if self.options.flusher_passes && self.gh_worker.is_some() {
+            self.flush_began_ns
+                .store(self.clock.elapsed().as_nanos() as u64, Relaxed);
+            self.flushing.store(true, Release);
+        }
     }
 
     /// Whether the log has stopped for good (drained or failed).

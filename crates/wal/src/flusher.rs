@@ -49,12 +49,16 @@ impl Flusher {
             // flusher consumes only what the worker produced).
             let sbl = self.core.sbl.load(Acquire);
             if sbl > sdl {
+                self.core.begin_flush();
                 if let Err(e) = self.flush(sdl, sbl) {
                     self.core.fail(e);
                     return;
                 }
                 sdl = sbl;
                 backoff.reset();
+                // What was buffered during the flush, for the next one
+                // (the worker rested meanwhile).
+                self.core.flusher_pass();
                 continue;
             }
             match self.core.state() {
@@ -70,6 +74,7 @@ impl Flusher {
                 }
                 _ => {
                     let core = &*self.core;
+                    core.end_flushing();
                     backoff.idle(&core.flusher_bell, || {
                         core.sbl.load(Acquire) > sdl || core.state() != RUNNING
                     });

@@ -80,6 +80,22 @@ pub struct WalOptions {
     ///
     /// [`ThreadHandle::wait_durable`]: crate::ThreadHandle::wait_durable
     pub worker_help_after_us: u64,
+    /// Beyond the paper (GRASSHOPPER only): the flusher runs a pass of the
+    /// worker's Algorithm 1 itself right after each flush, and a worker
+    /// that finds a flush running for 500 µs sleeps until the flusher goes
+    /// idle. SBL
+    /// matters only to the flusher, which reads it once per flush, so a
+    /// pass during a flush only readies bytes for the next one. On the
+    /// disk a flush takes milliseconds, and the worker's naps through it
+    /// (~50,000 timer wake-ups a second on the flusher's core) slowed the
+    /// flush's own writes: a program doing nothing but such naps beside the
+    /// mutex log cost it 2–18%. One pinned database thread, 4 KiB records
+    /// on the disk: GRASSHOPPER over the mutex log 1.00 with this against
+    /// 0.95 without (8 alternated rounds, every one faster with it); two
+    /// pinned threads on the null device 1.15× the throughput; one thread
+    /// there level (BENCHMARKS.md, session 61). `false`: the paper's
+    /// pipeline, the worker alone moves SBL.
+    pub flusher_passes: bool,
     /// The flusher writes past the page cache (`O_DIRECT` where the file
     /// system allows it), each write padded to whole 4 KiB blocks and the
     /// padding cut off when a file is closed. No copy into the page cache
@@ -135,6 +151,7 @@ impl Default for WalOptions {
             file_max_bytes: 256 << 20,
             worker_pace_us: 20,
             worker_help_after_us: 100,
+            flusher_passes: true,
             direct_io: true,
             io_depth: 8,
             io_depth_min_bytes: 256 << 10,

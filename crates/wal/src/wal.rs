@@ -91,6 +91,9 @@ pub struct WalStats {
     /// Passes of Algorithm 1 that database threads ran for a late worker
     /// (GRASSHOPPER only: `WalOptions::worker_help_after_us`).
     pub help_passes: u64,
+    /// Passes of Algorithm 1 the flusher ran after a flush (GRASSHOPPER
+    /// with `WalOptions::flusher_passes`).
+    pub flusher_passes: u64,
 }
 
 impl Wal {
@@ -231,6 +234,7 @@ impl Wal {
             flushes: c.flushes.load(Relaxed),
             flushed_bytes: c.flushed_bytes.load(Relaxed),
             help_passes: c.help_passes.load(Relaxed),
+            flusher_passes: c.flusher_passes.load(Relaxed),
         }
     }
 
@@ -355,6 +359,20 @@ fn worker_main(core: &Core, start: Lsn) {
             // The state (made at `start` by `Core::new`) is shared with
             // database threads that step in (`Core::help_worker`).
             loop {
+                if core.worker_should_rest() {
+                    // The flusher is flushing, and passes itself after each
+                    // flush: sleep until it goes idle. A pass meanwhile
+                    // would only ready bytes for the next flush, which the
+                    // flusher's pass readies anyway; on the disk a flush
+                    // takes milliseconds, and a worker napping through it
+                    // woke ~50,000 times a second (`WalOptions::flusher_passes`).
+                    core.rest_bell
+                        .wait_unless(|| !core.worker_may_rest() || core.is_stopped());
+                    if core.is_stopped() {
+                        return;
+                    }
+                    continue;
+                }
                 let moved = core.worker_pass();
                 if moved > 0 {
                     backoff.reset();
@@ -562,7 +580,12 @@ impl HelpClock {
         let Some(after) = self.after else { return };
         let passes = core.counters.passes.load(Relaxed);
         let now = Instant::now();
-        if passes != self.passes_seen || core.next_lsn.load(Relaxed) <= core.sbl.load(Relaxed) {
+        // During a flush no pass is missed: the flusher runs one when the
+        // flush ends (`WalOptions::flusher_passes`).
+        if passes != self.passes_seen
+            || core.next_lsn.load(Relaxed) <= core.sbl.load(Relaxed)
+            || core.worker_may_rest()
+        {
             self.passes_seen = passes;
             self.seen_at = now;
         } else if now.duration_since(self.seen_at) >= after {

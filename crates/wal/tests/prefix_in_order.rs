@@ -33,31 +33,29 @@ fn run_with(kind: LogKind, seed: u64, staged: bool) {
         staged,
         true,
         small_options(kind).hop_shift,
-        None,
+        &|_| {},
     );
 }
 
 /// `catch_up`: `WalOptions::sbl_catch_up` (GRASSHOPPER's worker may hop to
 /// the sequencer inside a range; `false`: Algorithm 1 alone); hops of
-/// `2^hop_shift` bytes; `help_after_us`: `WalOptions::worker_help_after_us`
-/// if not the default.
+/// `2^hop_shift` bytes; `tweak` changes any other option.
 fn run_opts(
     kind: LogKind,
     seed: u64,
     staged: bool,
     catch_up: bool,
     hop_shift: u32,
-    help_after_us: Option<u64>,
+    tweak: &dyn Fn(&mut WalOptions),
 ) -> epochdb_wal::WalStats {
     let disk = Arc::new(SimStorage::new(seed));
-    let defaults = small_options(kind);
-    let options = WalOptions {
+    let mut options = WalOptions {
         worker_pace_us: seed % 2 * 20,
         sbl_catch_up: catch_up,
         hop_shift,
-        worker_help_after_us: help_after_us.unwrap_or(defaults.worker_help_after_us),
-        ..defaults
+        ..small_options(kind)
     };
+    tweak(&mut options);
     let (wal, rec) = Wal::open(disk.clone(), "/db/wal", options.clone()).unwrap();
     assert!(rec.entries.is_empty());
     let acks: Vec<Acks> = (0..THREADS).map(|_| Acks::default()).collect();
@@ -137,8 +135,8 @@ fn grasshopper_staged_runs_polling_flush_a_hole_free_prefix() {
 
 #[test]
 fn grasshopper_without_catch_up_flushes_a_hole_free_prefix() {
-    run_opts(LogKind::Grasshopper, 9, false, false, 10, None);
-    run_opts(LogKind::Grasshopper, 10, true, false, 10, None);
+    run_opts(LogKind::Grasshopper, 9, false, false, 10, &|_| {});
+    run_opts(LogKind::Grasshopper, 10, true, false, 10, &|_| {});
 }
 
 /// Hops as long as the ring (64 KiB): the worker mostly crawls or catches
@@ -147,8 +145,8 @@ fn grasshopper_without_catch_up_flushes_a_hole_free_prefix() {
 fn grasshopper_catching_up_flushes_a_hole_free_prefix() {
     let mut caught_up = 0;
     for seed in [11, 12] {
-        caught_up += run_opts(LogKind::Grasshopper, seed, false, true, 16, None).catch_up_bytes;
-        caught_up += run_opts(LogKind::Grasshopper, seed, true, true, 16, None).catch_up_bytes;
+        caught_up += run_opts(LogKind::Grasshopper, seed, false, true, 16, &|_| {}).catch_up_bytes;
+        caught_up += run_opts(LogKind::Grasshopper, seed, true, true, 16, &|_| {}).catch_up_bytes;
     }
     // Timing-dependent, but 3–4 MB per run here: the path was exercised.
     assert!(caught_up > 0, "the worker never caught up");
@@ -164,12 +162,34 @@ fn grasshopper_with_threads_helping_the_worker_flushes_a_hole_free_prefix() {
     for seed in [13, 14] {
         for staged in [false, true] {
             let hop = small_options(LogKind::Grasshopper).hop_shift;
-            helped += run_opts(LogKind::Grasshopper, seed, staged, true, hop, Some(1)).help_passes;
+            let help_at_once = |o: &mut WalOptions| o.worker_help_after_us = 1;
+            helped +=
+                run_opts(LogKind::Grasshopper, seed, staged, true, hop, &help_at_once).help_passes;
         }
     }
     // Timing-dependent, but the paced worker's naps leave SBL still for
     // far longer than a microsecond: the path was exercised.
     assert!(helped > 0, "no database thread ever ran a pass");
+}
+
+/// The flusher's pass after each flush, with the worker resting while it
+/// flushes (`WalOptions::flusher_passes`, the default), and the paper's
+/// pipeline without it: both flush a hole-free prefix.
+#[test]
+fn grasshopper_with_and_without_flusher_passes_flushes_a_hole_free_prefix() {
+    let hop = small_options(LogKind::Grasshopper).hop_shift;
+    let mut flusher_passes = 0;
+    for seed in [16, 17] {
+        for staged in [false, true] {
+            let stats = run_opts(LogKind::Grasshopper, seed, staged, true, hop, &|_| {});
+            flusher_passes += stats.flusher_passes;
+            let off = |o: &mut WalOptions| o.flusher_passes = false;
+            let stats = run_opts(LogKind::Grasshopper, seed, staged, true, hop, &off);
+            assert_eq!(stats.flusher_passes, 0, "{stats:?}");
+        }
+    }
+    // One after every flush: the path was exercised.
+    assert!(flusher_passes > 0, "the flusher never passed");
 }
 
 /// A worker asleep for far longer than the test's waits (a 3 s pace: it
@@ -292,8 +312,8 @@ fn stress_many_seeds() {
             run(kind, seed);
             run_with(kind, seed, true);
         }
-        run_opts(LogKind::Grasshopper, seed, false, false, 10, None);
-        run_opts(LogKind::Grasshopper, seed, false, true, 16, None);
+        run_opts(LogKind::Grasshopper, seed, false, false, 10, &|_| {});
+        run_opts(LogKind::Grasshopper, seed, false, true, 16, &|_| {});
     }
 }
 

@@ -135,6 +135,12 @@ pub(crate) struct WalArgs {
     /// paper's pipeline). The baselines run once.
     #[arg(long, value_delimiter = ',', default_value = "100")]
     help_after_us: Vec<u64>,
+    /// Whether GRASSHOPPER's flusher runs a pass of the worker's Algorithm 1
+    /// after each flush while the worker sleeps through the flush (`on`,
+    /// `WalOptions::flusher_passes`, beyond the paper) or the worker alone
+    /// moves SBL (`off`), comma-separated to compare. The baselines run once.
+    #[arg(long, value_delimiter = ',', default_value = "on", value_parser = ["on", "off"])]
+    flusher_passes: Vec<String>,
     /// The most bytes of adjacent I/O units the flusher writes in one
     /// request, comma-separated to compare (`WalOptions::write_coalesce_bytes`,
     /// beyond the paper; 0: one request per unit, as eleda's flusher).
@@ -170,6 +176,8 @@ struct Run {
     sbl_catch_up: bool,
     /// `WalOptions::worker_help_after_us` (GRASSHOPPER only).
     worker_help_after_us: u64,
+    /// `WalOptions::flusher_passes` (GRASSHOPPER only).
+    flusher_passes: bool,
     /// `WalOptions::write_coalesce_bytes`.
     write_coalesce_bytes: usize,
     /// Worker passes that database threads ran (GRASSHOPPER only).
@@ -325,13 +333,20 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                     } else {
                         &args.help_after_us[..1]
                     };
-                    for (((&pace, records), catch_up), &help_after) in paces
+                    let flusher_passes: &[String] = if *kind == LogKind::Grasshopper {
+                        &args.flusher_passes
+                    } else {
+                        &args.flusher_passes[..1]
+                    };
+                    for ((((&pace, records), catch_up), &help_after), flusher_pass) in paces
                         .iter()
                         .flat_map(|p| record_modes.iter().map(move |r| (p, r)))
                         .flat_map(|pr| catch_ups.iter().map(move |c| (pr, c)))
                         .flat_map(|prc| helps.iter().map(move |h| (prc, h)))
+                        .flat_map(|prch| flusher_passes.iter().map(move |f| (prch, f)))
                     {
                         let catch_up = catch_up == "on";
+                        let flusher_pass = flusher_pass == "on";
                         n += 1;
                         let dir = root.join(format!("wal-{n}"));
                         let options = WalOptions {
@@ -343,6 +358,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             hop_shift: args.hop_shift,
                             sbl_catch_up: catch_up,
                             worker_help_after_us: help_after,
+                            flusher_passes: flusher_pass,
                             write_coalesce_bytes: write_coalesce,
                             // The null device keeps no bytes to read back
                             // the partial block a direct appender starts
@@ -387,6 +403,9 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                         }
                         if *kind == LogKind::Grasshopper && helps.len() > 1 {
                             shown.push_str(&format!("-h{help_after}"));
+                        }
+                        if *kind == LogKind::Grasshopper && !flusher_pass {
+                            shown.push_str("-nofp");
                         }
                         if args.write_coalesce.len() > 1 {
                             shown.push_str(&format!("-c{}", write_coalesce >> 10));
@@ -622,6 +641,7 @@ fn one_run(
             .then(|| stats.catch_up_bytes as f64 / moved as f64),
         sbl_catch_up: options.sbl_catch_up,
         worker_help_after_us: options.worker_help_after_us,
+        flusher_passes: options.flusher_passes,
         write_coalesce_bytes: options.write_coalesce_bytes,
         help_passes: stats.help_passes,
     })
