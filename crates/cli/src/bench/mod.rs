@@ -102,6 +102,11 @@ pub(crate) struct CommonArgs {
     /// (`WalOptions::worker_help_after_us`, beyond the paper; 0: never).
     #[arg(long, default_value_t = epochdb_engine::WalOptions::default().worker_help_after_us)]
     wal_help_after_us: u64,
+    /// Whether the `wal` flusher runs a GRASSHOPPER pass after each flush
+    /// while the worker rests through long flushes
+    /// (`WalOptions::flusher_passes`, beyond the paper).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    wal_flusher_passes: String,
     /// The `wal` mode's central log buffer in bytes, a power of two
     /// (`WalOptions::buffer_bytes`; eleda §6.1 used 32 MiB).
     #[arg(long, default_value_t = epochdb_engine::WalOptions::default().buffer_bytes)]
@@ -313,6 +318,7 @@ fn run_modes(
             wal_io_unit: common.wal_io_unit,
             wal_io_depth: common.wal_io_depth,
             wal_help_after_us: common.wal_help_after_us,
+            wal_flusher_passes: common.wal_flusher_passes == "on",
             wal_buffer: common.wal_buffer,
             log_buffer: common.log_buffer,
             log_buffers_per_worker: common.log_buffers_per_worker,

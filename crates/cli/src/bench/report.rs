@@ -56,6 +56,8 @@ pub(crate) struct RunConfig {
     pub(crate) wal_io_depth: usize,
     /// After how long without a worker pass a `wal` database thread runs one.
     pub(crate) wal_help_after_us: u64,
+    /// Whether the `wal` flusher passes after each flush.
+    pub(crate) wal_flusher_passes: bool,
     /// The `wal` mode's log buffer in bytes.
     pub(crate) wal_buffer: usize,
     /// Each `log`/`silor` worker's log buffer in bytes.

@@ -54,6 +54,8 @@ pub(crate) struct RunSpec {
     pub(crate) wal_io_depth: usize,
     /// `WalOptions::worker_help_after_us` of the `wal` mode.
     pub(crate) wal_help_after_us: u64,
+    /// `WalOptions::flusher_passes` of the `wal` mode.
+    pub(crate) wal_flusher_passes: bool,
     /// `WalOptions::buffer_bytes` of the `wal` mode.
     pub(crate) wal_buffer: usize,
     /// `SilorOptions::log_buffer_bytes` of the `log` and `silor` modes.
@@ -139,6 +141,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             io_unit_bytes: spec.wal_io_unit,
             io_depth: spec.wal_io_depth,
             worker_help_after_us: spec.wal_help_after_us,
+            flusher_passes: spec.wal_flusher_passes,
             buffer_bytes: spec.wal_buffer,
             ..Default::default()
         },
@@ -421,6 +424,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             wal_io_unit: spec.wal_io_unit,
             wal_io_depth: spec.wal_io_depth,
             wal_help_after_us: spec.wal_help_after_us,
+            wal_flusher_passes: spec.wal_flusher_passes,
             wal_buffer: spec.wal_buffer,
             log_buffer: spec.log_buffer,
             log_buffers_per_worker: spec.log_buffers_per_worker,
