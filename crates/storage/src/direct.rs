@@ -104,8 +104,12 @@ enum AlignedBytes {
     /// `start` (safe code, no mapping per buffer).
     Heap { bytes: Vec<u8>, start: usize },
     /// [`HUGE_BUFFER_MIN`] or more: an anonymous mapping (page-aligned)
-    /// rounded up to whole huge pages, advised onto them and faulted in
-    /// when made, so no direct transfer into it waits for a page fault.
+    /// rounded up to whole huge pages and advised onto them, its pages
+    /// faulted in on first touch as the allocator's were. Faulting them in
+    /// when made zeroed every buffer up front on the thread that made it:
+    /// a HybridLog checkpoint's per-file appenders and a growing chunk
+    /// made 16 such mappings (~100 MiB) per five checkpoints, and the
+    /// store came back more slowly after them (BENCHMARKS.md, session 61).
     Mapped(Region<u8>),
 }
 
@@ -114,7 +118,7 @@ impl AlignedBytes {
     fn zeroed(len: usize) -> Self {
         if len >= HUGE_BUFFER_MIN {
             let rounded = len.next_multiple_of(HUGE_BUFFER_MIN);
-            AlignedBytes::Mapped(Region::zeroed(rounded, HugePages::On))
+            AlignedBytes::Mapped(Region::zeroed_lazily(rounded, HugePages::On))
         } else {
             let bytes = vec![0u8; len + DIRECT_ALIGN];
             let start = bytes.as_ptr().align_offset(DIRECT_ALIGN);
