@@ -29,7 +29,7 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicU8, Backoff, Bell, Mutex};
 /// flusher's pass then crawled every entry of the flush), far shorter than
 /// the disk's (~12 ms for 16 MB), where pacing through them slowed the
 /// flush's writes (BENCHMARKS.md, session 61).
-pub(crate) const REST_AFTER: std::time::Duration = std::time::Duration::from_micros(500);
+const REST_AFTER: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Appends are accepted.
 pub(crate) const RUNNING: u8 = 0;
@@ -84,7 +84,7 @@ pub(crate) struct Core {
     pub(crate) sdl: CachePadded<AtomicU64>,
     /// Whether the flusher is inside a flush (set only with
     /// [`WalOptions::flusher_passes`]): the worker sleeps meanwhile.
-    pub(crate) flushing: CachePadded<AtomicBool>,
+    flushing: CachePadded<AtomicBool>,
     /// When the flush in progress began, in nanoseconds since `clock`.
     flush_began_ns: AtomicU64,
     /// The origin of `flush_began_ns`.
@@ -269,12 +269,18 @@ impl Core {
         }
     }
 
+    /// Whether the flusher passes (`WalOptions::flusher_passes`, which only
+    /// GRASSHOPPER has a worker's pass for).
+    fn flusher_passes_on(&self) -> bool {
+        self.options.flusher_passes && self.gh_worker.is_some()
+    }
+
     /// The flusher, after a flush (`WalOptions::flusher_passes`): one pass
     /// of Algorithm 1 so that the next flush takes everything buffered
     /// meanwhile. Waits for a pass in progress elsewhere (microseconds)
     /// rather than flushing behind it.
     pub(crate) fn flusher_pass(&self) {
-        if self.options.flusher_passes && self.gh_worker.is_some() {
+        if self.flusher_passes_on() {
             self.counters.flusher_passes.fetch_add(1, Relaxed);
             self.worker_pass();
         }
@@ -283,7 +289,7 @@ impl Core {
     /// The flusher, before a flush: the worker may rest until the flusher
     /// goes idle ([`Core::end_flushing`]).
     pub(crate) fn begin_flush(&self) {
-        if self.options.flusher_passes && self.gh_worker.is_some() {
+        if self.flusher_passes_on() {
             self.flush_began_ns
                 .store(self.clock.elapsed().as_nanos() as u64, Relaxed);
             self.flushing.store(true, Release);

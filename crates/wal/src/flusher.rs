@@ -57,7 +57,7 @@ impl Flusher {
                 sdl = sbl;
                 backoff.reset();
                 // What was buffered during the flush, for the next one
-                // (the worker rested meanwhile).
+                // (the worker may have rested through it).
                 self.core.flusher_pass();
                 continue;
             }
