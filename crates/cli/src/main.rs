@@ -39,8 +39,8 @@ enum Command {
     /// The child process of `crashtest --store hybridlog` (internal).
     #[command(hide = true)]
     CrashtestHybridlogChild(crashtest::HybridlogChildArgs),
-    /// Recover a log, silor, wal or cpr database with every core and report the
-    /// time, the bytes read and the throughput.
+    /// Recover a log, silor, wal or cpr database, or a hybridlog store, with
+    /// every core and report the time, the bytes read and the throughput.
     Recover(recover::RecoverArgs),
     /// Print any epochdb file in human-readable form, or summarize every
     /// file of a directory; exits non-zero if one is corrupt.

@@ -3,7 +3,10 @@
 //! how fast (DESIGN.md, "The `epochdb` command"). Without `--durability`
 //! the mode is read off the directory's files. Opening recovers and then
 //! resumes (stale log files are rewritten, as every open does); the
-//! database is then shut down cleanly.
+//! database is then shut down cleanly. A HybridLog store's directory is
+//! recovered the same way (`hybridlog.rs`).
+
+mod hybridlog;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -83,6 +86,9 @@ pub(crate) fn run(args: RecoverArgs) -> Result<(), String> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    if Holds::of(&args.dir[0]) == Holds::HybridLog {
+        return hybridlog::run(&args, threads);
+    }
     let mode = check_dirs(&args.dir, args.durability)?;
     let config = Config {
         durability: mode,
@@ -159,8 +165,7 @@ fn check_dirs(
     let Some(written) = holds.mode() else {
         return Err(match holds {
             Holds::HybridLog => format!(
-                "{} holds a hybridlog store, not an engine database: the store recovers \
-                 when it opens (`epochdb inspect` lists its files)",
+                "{} holds a hybridlog store, not an engine database",
                 first.display()
             ),
             Holds::Fcc => format!(
