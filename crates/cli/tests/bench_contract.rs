@@ -430,6 +430,12 @@ fn hybridlog_json_has_phases_checkpoints_and_recovery() {
     assert!(checkpoint["index_bytes"].as_u64().unwrap() > 0);
     assert!(checkpoint["write_mb_s"].as_f64().unwrap() > 0.0);
     assert!(checkpoint["ratio"].as_f64().unwrap() > 0.0);
+    // The dip against the half second before the checkpoint.
+    let before = checkpoint["before_txn_s"].as_f64().unwrap();
+    let during = checkpoint["during_txn_s"].as_f64().unwrap();
+    assert!(before > 0.0, "{checkpoint}");
+    let ratio = checkpoint["ratio_to_before"].as_f64().unwrap();
+    assert!((ratio - during / before).abs() < 1e-9, "{checkpoint}");
     let phases: Vec<&str> = checkpoint["phases"]
         .as_array()
         .unwrap()

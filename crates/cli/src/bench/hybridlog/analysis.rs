@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 
 use super::{
     ns_histogram, CheckpointReport, FineReport, PhaseSpan, Taken, ThreadResult, WindowReport,
-    FINE_WINDOW_S, PHASES,
+    BEFORE_S, FINE_WINDOW_S, PHASES,
 };
 use crate::bench::runner::WINDOW;
 
@@ -168,6 +168,7 @@ pub(super) fn analyze(measured: &Measured<'_>) -> Analysis {
             let write_mb_s = mb_s(c.info.bytes, writing);
             let index_bytes = c.index_bytes.min(c.info.bytes);
             let during = rate(start_s, end_s_ckpt);
+            let before = rate((start_s - BEFORE_S).max(0.0), start_s);
             let back = fine_series
                 .iter()
                 .filter(|w| w.t_s - FINE_WINDOW_S >= end_s_ckpt - 1e-9)
@@ -192,6 +193,8 @@ pub(super) fn analyze(measured: &Measured<'_>) -> Analysis {
                 during_txn_s: during,
                 rest_txn_s,
                 ratio: during / rest_txn_s.max(1e-9),
+                before_txn_s: before,
+                ratio_to_before: during / before.max(1e-9),
                 back_to_95_s: back,
             }
         })

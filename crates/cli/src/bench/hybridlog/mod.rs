@@ -291,6 +291,9 @@ fn micros(latency: &Latency) -> Latency {
 
 /// Fine samples of the run (every 10 ms).
 const SAMPLE: Duration = Duration::from_millis(10);
+/// Seconds before a checkpoint whose throughput `ratio_to_before` compares
+/// with the checkpoint's.
+const BEFORE_S: f64 = 0.5;
 /// Width of the windows the dip and the return to 95% are judged on.
 const FINE_WINDOW_S: f64 = 0.1;
 
@@ -323,6 +326,14 @@ struct CheckpointReport {
     rest_txn_s: f64,
     /// `during_txn_s / rest_txn_s` (target ≥ 0.8).
     ratio: f64,
+    /// Throughput over the [`BEFORE_S`] seconds just before the
+    /// checkpoint began (from the run's start if it began sooner).
+    before_txn_s: f64,
+    /// `during_txn_s / before_txn_s`: the dip against the machine's speed
+    /// right then, which on a shared VM drifts by ±30% over seconds, where
+    /// `rest_txn_s` averages the whole run (with checkpoints every second,
+    /// only its first second).
+    ratio_to_before: f64,
     /// Seconds after the end until a 0.1 s window reaches 95% of the rest
     /// throughput (target ≤ 1); `None` if the run ended first.
     back_to_95_s: Option<f64>,

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{PhaseSpan, Report, PHASES, PHASE_COLORS};
+use super::{PhaseSpan, Report, BEFORE_S, PHASES, PHASE_COLORS};
 use crate::bench::plot::{time_panel, Line, Shade, COLORS};
 use crate::bench::runner::format_count;
 
@@ -89,10 +89,11 @@ pub(super) fn print_summary(r: &Report) {
             phases.join(", ")
         );
         println!(
-            "    throughput during {} ops/s vs rest {} ops/s: ratio {:.3}; back to 95% {}",
+            "    throughput during {} ops/s vs rest {} ops/s: ratio {:.3} ({:.3} of the {BEFORE_S:.1} s before); back to 95% {}",
             format_count(k.during_txn_s),
             format_count(k.rest_txn_s),
             k.ratio,
+            k.ratio_to_before,
             k.back_to_95_s
                 .map_or("not within the run".to_string(), |s| format!(
                     "after {s:.2} s"
