@@ -311,6 +311,38 @@ fn inspect_and_recovery_agree_on_damage_in_data_log() {
     }
 }
 
+/// Checks `recover`'s report: the lines and JSON fields every store's
+/// report has (DESIGN.md), 2 threads, plus `lines` and `fields` of its own.
+fn assert_report(
+    what: &str,
+    out: &str,
+    report: &serde_json::Value,
+    lines: &[&str],
+    fields: &[&str],
+) {
+    let common_lines = [
+        "time:",
+        "checkpoint bytes:",
+        "log bytes:",
+        "throughput:",
+        "threads:           2",
+    ];
+    for line in common_lines.iter().chain(lines) {
+        assert!(out.contains(line), "{what}: {line}: {out}");
+    }
+    let common_fields = [
+        "seconds",
+        "checkpoint_bytes",
+        "log_bytes",
+        "mb_s",
+        "threads",
+    ];
+    for field in common_fields.iter().chain(fields) {
+        assert!(report[field].is_number(), "{what}: {field}: {report}");
+    }
+    assert_eq!(report["threads"], 2, "{what}");
+}
+
 #[test]
 fn recover_reports_what_it_read() {
     for mode in ["log", "silor"] {
@@ -331,33 +363,24 @@ fn recover_reports_what_it_read() {
         ]);
         let (out, err) = text(&result);
         assert!(result.status.success(), "{mode}: {out}{err}");
-        for line in [
-            "time:",
-            "checkpoint bytes:",
-            "log bytes:",
-            "throughput:",
-            "threads:           2",
-            "persistent epoch:",
-            "records:           50",
-            "torn tail bytes:",
-            "dropped blocks:",
-        ] {
-            assert!(out.contains(line), "{mode}: {line}: {out}");
-        }
         let report = json(&json_path);
-        for field in [
-            "seconds",
-            "checkpoint_bytes",
-            "log_bytes",
-            "mb_s",
-            "threads",
-            "checkpoint_seconds",
-            "log_seconds",
-            "persistent_epoch",
-            "records",
-        ] {
-            assert!(report[field].is_number(), "{mode}: {field}: {report}");
-        }
+        assert_report(
+            mode,
+            &out,
+            &report,
+            &[
+                "persistent epoch:",
+                "records:           50",
+                "torn tail bytes:",
+                "dropped blocks:",
+            ],
+            &[
+                "checkpoint_seconds",
+                "log_seconds",
+                "persistent_epoch",
+                "records",
+            ],
+        );
         assert_eq!(report["threads"], 2);
         assert_eq!(report["records"], KEYS - DELETED);
         assert!(report["persistent_epoch"].as_u64().unwrap() > 0);
@@ -461,24 +484,37 @@ fn recover_names_the_databases_one_level_down() {
     assert!(err.contains("written by the log or silor mode"), "{err}");
 }
 
-/// A HybridLog store with a fold-over checkpoint, closed cleanly.
-fn write_store(dir: &Path) {
-    use epochdb_hybridlog::{AddU64, CheckpointKind, Config as StoreConfig, RealStorage, Store};
+/// The small store of these tests, opened (recovering) in `dir`.
+fn open_store(dir: &Path) -> epochdb_hybridlog::Store<epochdb_hybridlog::AddU64> {
+    use epochdb_hybridlog::{AddU64, Config as StoreConfig, RealStorage, Store};
     let config = StoreConfig {
         index_buckets: 1 << 10,
         page_bits: 12,
         memory_bytes: 16 << 20,
         ..StoreConfig::default()
     };
-    let store = Store::open(Arc::new(RealStorage::new()), dir, config, AddU64).unwrap();
+    Store::open(Arc::new(RealStorage::new()), dir, config, AddU64).unwrap()
+}
+
+/// Adds `amount(key)` to counters 0..2000 in one session, then ends it (a
+/// session left idle would hold a checkpoint's phases back).
+fn add_to_counters(
+    store: &epochdb_hybridlog::Store<epochdb_hybridlog::AddU64>,
+    amount: impl Fn(u64) -> u64,
+) {
     let mut session = store.start_session().unwrap();
     for key in 0..2_000u64 {
-        session.rmw(&key.to_le_bytes(), key).unwrap();
+        session.rmw(&key.to_le_bytes(), amount(key)).unwrap();
     }
     session.complete_pending(true).unwrap();
-    drop(session);
+}
+
+/// A HybridLog store with a fold-over checkpoint, closed cleanly.
+fn write_store(dir: &Path) {
+    let store = open_store(dir);
+    add_to_counters(&store, |key| key);
     store
-        .checkpoint_with(true, CheckpointKind::FoldOver)
+        .checkpoint_with(true, epochdb_hybridlog::CheckpointKind::FoldOver)
         .unwrap();
 }
 
@@ -530,42 +566,24 @@ fn inspect_lists_a_hybridlog_store_and_its_damage() {
 
 #[test]
 fn recover_recovers_a_hybridlog_store() {
-    use epochdb_hybridlog::{AddU64, CheckpointKind, Config as StoreConfig, RealStorage, Store};
+    use epochdb_hybridlog::CheckpointKind;
     let parent = tempfile::tempdir().unwrap();
     let dir = parent.path().join("hybridlog");
-    let config = StoreConfig {
-        index_buckets: 1 << 10,
-        page_bits: 12,
-        memory_bytes: 16 << 20,
-        ..StoreConfig::default()
-    };
-    let open = || Store::open(Arc::new(RealStorage::new()), &dir, config.clone(), AddU64).unwrap();
 
     // Without a checkpoint there is nothing durable: refused, files kept.
-    let store = open();
-    let mut session = store.start_session().unwrap();
-    for key in 0..2_000u64 {
-        session.rmw(&key.to_le_bytes(), 1).unwrap();
-    }
-    session.complete_pending(true).unwrap();
+    let store = open_store(&dir);
+    add_to_counters(&store, |_| 1);
     let result = epochdb(&["recover", "--dir", arg(&dir)]);
     let (out, err) = text(&result);
     assert!(!result.status.success(), "{out}");
     assert!(err.contains("without a checkpoint"), "{err}");
 
     // An index checkpoint, then more increments and a log-only one: the
-    // recovery loads the index and replays the log after it. (A session
-    // left idle would hold a checkpoint's phases back: each batch ends it.)
-    drop(session);
+    // recovery loads the index and replays the log after it.
     store
         .checkpoint_with(true, CheckpointKind::FoldOver)
         .unwrap();
-    let mut session = store.start_session().unwrap();
-    for key in 0..2_000u64 {
-        session.rmw(&key.to_le_bytes(), key).unwrap();
-    }
-    session.complete_pending(true).unwrap();
-    drop(session);
+    add_to_counters(&store, |key| key);
     store
         .checkpoint_with(false, CheckpointKind::FoldOver)
         .unwrap();
@@ -583,28 +601,18 @@ fn recover_recovers_a_hybridlog_store() {
     ]);
     let (out, err) = text(&result);
     assert!(result.status.success(), "{out}{err}");
-    for line in [
-        "(hybridlog store)",
-        "time:",
-        "checkpoint:        version 2",
-        "checkpoint bytes:",
-        "log bytes:",
-        "throughput:",
-        "threads:           2",
-        "sessions:",
-    ] {
-        assert!(out.contains(line), "{line}: {out}");
-    }
     let report = json(&json_path);
-    for field in [
-        "seconds",
-        "checkpoint_bytes",
-        "log_bytes",
-        "mb_s",
-        "threads",
-    ] {
-        assert!(report[field].is_number(), "{field}: {report}");
-    }
+    assert_report(
+        "hybridlog",
+        &out,
+        &report,
+        &[
+            "(hybridlog store)",
+            "checkpoint:        version 2",
+            "sessions:",
+        ],
+        &["index_seconds", "replay_seconds"],
+    );
     assert_eq!(report["store"], "hybridlog");
     assert_eq!(report["version"], 2);
     assert_eq!(report["threads"], 2);
@@ -613,7 +621,7 @@ fn recover_recovers_a_hybridlog_store() {
 
     // The command left the store as it found it: every counter holds both
     // increments.
-    let store = open();
+    let store = open_store(&dir);
     let mut session = store.start_session().unwrap();
     for key in [0u64, 1, 999, 1_999] {
         let mut value = Vec::new();
