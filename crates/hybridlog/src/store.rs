@@ -508,6 +508,20 @@ pub struct RecoveredInfo {
     pub replay_threads: usize,
 }
 
+impl RecoveredInfo {
+    /// Bytes recovery read from the checkpoint and the log: index,
+    /// snapshot pieces and log replayed.
+    pub fn bytes_read(&self) -> u64 {
+        self.index_bytes + self.snapshot_bytes + self.log_bytes
+    }
+
+    /// [`RecoveredInfo::bytes_read`] over the recovery's wall time
+    /// ([`RecoveredInfo::elapsed`]), in MB/s.
+    pub fn mb_per_second(&self) -> f64 {
+        self.bytes_read() as f64 / 1e6 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
 impl<F: Functions> Store<F> {
     /// Opens the store in `dir` on `storage`, recovering from the newest
     /// checkpoint there if any (§6.4); otherwise starts empty.

@@ -103,18 +103,12 @@ pub(super) fn run(args: &RecoverArgs, threads: usize) -> Result<(), String> {
         .map_err(|e| format!("writing the report: {e}"))
 }
 
-/// Index, snapshot and log bytes over the recovery's wall time, in MB/s.
-fn mb_per_second(info: &RecoveredInfo) -> f64 {
-    let bytes = info.index_bytes + info.snapshot_bytes + info.log_bytes;
-    bytes as f64 / 1e6 / info.elapsed.as_secs_f64().max(1e-9)
-}
-
 fn json(info: &RecoveredInfo, threads: usize) -> StoreRecoverJson {
     StoreRecoverJson {
         seconds: info.elapsed.as_secs_f64(),
         checkpoint_bytes: info.index_bytes + info.snapshot_bytes,
         log_bytes: info.log_bytes,
-        mb_s: mb_per_second(info),
+        mb_s: info.mb_per_second(),
         threads,
         store: "hybridlog",
         version: info.version,
@@ -165,7 +159,7 @@ fn report_text(
         mb(info.log_bytes),
         info.invalidated
     )?;
-    writeln!(text, "throughput:        {:.1} MB/s", mb_per_second(info))?;
+    writeln!(text, "throughput:        {:.1} MB/s", info.mb_per_second())?;
     writeln!(text, "threads:           {threads}")?;
     writeln!(text, "sessions:          {}", info.sessions.len())?;
     Ok(text)

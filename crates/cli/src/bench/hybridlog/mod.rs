@@ -811,11 +811,9 @@ pub(crate) fn run(args: HybridlogArgs) -> Result<(), String> {
             .map_err(|e| format!("checking the recovered log: {e}"))?;
         let scrub_seconds = scrub_started.elapsed().as_secs_f64();
         drop(recovered);
-        let seconds = info.elapsed.as_secs_f64();
-        let bytes = info.log_bytes + info.index_bytes + info.snapshot_bytes;
-        let read_mb_s = bytes as f64 / 1e6 / seconds.max(1e-9);
+        let read_mb_s = info.mb_per_second();
         Some(RecoveryReport {
-            seconds,
+            seconds: info.elapsed.as_secs_f64(),
             version: info.version,
             log_bytes: info.log_bytes,
             index_bytes: info.index_bytes,
