@@ -66,6 +66,9 @@ pub(crate) struct Counters {
     /// database thread that sees this stand still knows the worker is not
     /// running (`WalOptions::worker_help_after_us`).
     pub(crate) passes: StatU64,
+    /// Times a database thread yielded its core to a backlog
+    /// (`WalOptions::yield_backlog_bytes`).
+    pub(crate) backlog_yields: StatU64,
 }
 
 /// Shared pipeline state.

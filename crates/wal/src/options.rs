@@ -80,6 +80,26 @@ pub struct WalOptions {
     ///
     /// [`ThreadHandle::wait_durable`]: crate::ThreadHandle::wait_durable
     pub worker_help_after_us: u64,
+    /// Beyond the paper (GRASSHOPPER only): a database thread that finds
+    /// more than this many bytes reserved but not yet durable (LSN
+    /// sequencer − SDL) yields its core once, looking every few appends
+    /// as for [`WalOptions::worker_help_after_us`]. Whatever the backlog
+    /// waits for — the flusher, the worker, or the owner of a hole that
+    /// was preempted between its reservation and its enqueue — then gets a
+    /// core sooner. A latency knob for more database threads than cores:
+    /// GRASSHOPPER's threads never wait for one another, so there they
+    /// fill the 32 MiB ring before the flusher runs again, and a commit
+    /// waits for the ring to drain. On two vCPUs, 128 B entries on the
+    /// null device, 1 MiB took the commit p50 at 8 and 32 threads from
+    /// 23 and 40 ms to 0.7 and 1.2 ms (the mutex log's, whose threads
+    /// sleep on its lock: 0.44 and 0.55 ms), for 0.94× and 1.05× of the
+    /// throughput. The cost is smaller group commits: the engine's `wal`
+    /// mode at two pinned YCSB workers on the disk lost 13% of its
+    /// throughput for a p50 to durability of 3.7 instead of 6 ms, so it
+    /// is off by default (BENCHMARKS.md, session 63). Where each thread
+    /// has a core the yield returns at once. 0: never yield, the paper's
+    /// pipeline.
+    pub yield_backlog_bytes: u64,
     /// Beyond the paper (GRASSHOPPER only): the flusher runs a pass of the
     /// worker's Algorithm 1 itself right after each flush, and a worker
     /// that finds a flush running for 500 µs sleeps until the flusher goes
@@ -151,6 +171,7 @@ impl Default for WalOptions {
             file_max_bytes: 256 << 20,
             worker_pace_us: 20,
             worker_help_after_us: 100,
+            yield_backlog_bytes: 0,
             flusher_passes: true,
             direct_io: true,
             io_depth: 8,

@@ -94,6 +94,9 @@ pub struct WalStats {
     /// Passes of Algorithm 1 the flusher ran after a flush (GRASSHOPPER
     /// with `WalOptions::flusher_passes`).
     pub flusher_passes: u64,
+    /// Times a database thread yielded its core because the backlog
+    /// exceeded `WalOptions::yield_backlog_bytes` (GRASSHOPPER only).
+    pub backlog_yields: u64,
 }
 
 impl Wal {
@@ -235,6 +238,7 @@ impl Wal {
             flushed_bytes: c.flushed_bytes.load(Relaxed),
             help_passes: c.help_passes.load(Relaxed),
             flusher_passes: c.flusher_passes.load(Relaxed),
+            backlog_yields: c.backlog_yields.load(Relaxed),
         }
     }
 
@@ -531,21 +535,29 @@ pub struct ThreadHandle {
     help: HelpClock,
 }
 
-/// Appends between two looks at whether the worker is late: a look reads
-/// the worker's pass count (a line it writes) and the clock.
+/// Appends between two looks at whether the worker is late or the
+/// backlog long: a look reads the worker's pass count (a line it writes),
+/// the clock, and the LSN sequencer and SDL.
 const HELP_CHECK_EVERY: u32 = 16;
 
-/// A database thread's watch on the ELEDA worker
-/// (`WalOptions::worker_help_after_us`): every `HELP_CHECK_EVERY` appends
-/// it notes how many passes the worker has run, and if none ran for the
-/// option's time while entries wait beyond SBL, the thread runs a pass of
-/// Algorithm 1 itself. Passes, not SBL: SBL also stands still behind a
-/// hole, which only the hole's owner can fill (with more database
-/// threads than cores, an owner preempted between its reservation and
-/// its enqueue holds SBL for a time slice), and a pass then does nothing.
+/// A database thread's watch on the ELEDA pipeline, every
+/// `HELP_CHECK_EVERY` appends.
+///
+/// * The worker (`WalOptions::worker_help_after_us`): the thread notes how
+///   many passes the worker has run, and if none ran for the option's
+///   time while entries wait beyond SBL, it runs a pass of Algorithm 1
+///   itself. Passes, not SBL: SBL also stands still behind a hole, which
+///   only the hole's owner can fill (with more database threads than
+///   cores, an owner preempted between its reservation and its enqueue
+///   holds SBL for a time slice), and a pass then does nothing.
+/// * The backlog (`WalOptions::yield_backlog_bytes`): if more than the
+///   option's bytes are reserved but not durable, the thread yields its
+///   core, to the flusher, the worker or a preempted hole's owner.
 struct HelpClock {
     /// `None`: never help.
     after: Option<Duration>,
+    /// `None`: never yield.
+    yield_backlog: Option<u64>,
     countdown: u32,
     passes_seen: u64,
     seen_at: Instant,
@@ -553,19 +565,23 @@ struct HelpClock {
 
 impl HelpClock {
     fn new(options: &WalOptions) -> Self {
+        let grasshopper = options.kind == LogKind::Grasshopper;
         Self {
-            after: (options.kind == LogKind::Grasshopper && options.worker_help_after_us > 0)
+            after: (grasshopper && options.worker_help_after_us > 0)
                 .then(|| Duration::from_micros(options.worker_help_after_us)),
+            yield_backlog: (grasshopper && options.yield_backlog_bytes > 0)
+                .then_some(options.yield_backlog_bytes),
             countdown: HELP_CHECK_EVERY,
             passes_seen: 0,
             seen_at: Instant::now(),
         }
     }
 
-    /// Called after each enqueued append: helps the worker if it is late.
+    /// Called after each enqueued append: helps the worker if it is late,
+    /// and yields if the backlog is long.
     #[inline]
     fn tick(&mut self, core: &Core) {
-        if self.after.is_none() {
+        if self.after.is_none() && self.yield_backlog.is_none() {
             return;
         }
         self.countdown -= 1;
@@ -577,6 +593,17 @@ impl HelpClock {
 
     #[cold]
     fn look(&mut self, core: &Core) {
+        if let Some(bound) = self.yield_backlog {
+            // SDL read after the sequencer may have passed the value read.
+            let backlog = core
+                .next_lsn
+                .load(Relaxed)
+                .saturating_sub(core.sdl.load(Relaxed));
+            if backlog > bound {
+                core.counters.backlog_yields.fetch_add(1, Relaxed);
+                std::thread::yield_now();
+            }
+        }
         let Some(after) = self.after else { return };
         let passes = core.counters.passes.load(Relaxed);
         let now = Instant::now();

@@ -172,6 +172,34 @@ fn grasshopper_with_threads_helping_the_worker_flushes_a_hole_free_prefix() {
     assert!(helped > 0, "no database thread ever ran a pass");
 }
 
+/// Database threads that yield their core at nearly every look
+/// (`yield_backlog_bytes` 1: any unflushed byte is a backlog), with
+/// appended and with staged entries, and none that yield with the option
+/// off or under a baseline: the log is still a hole-free prefix.
+#[test]
+fn grasshopper_with_threads_yielding_to_the_backlog_flushes_a_hole_free_prefix() {
+    let hop = small_options(LogKind::Grasshopper).hop_shift;
+    let mut yields = 0;
+    for seed in [18, 19] {
+        for staged in [false, true] {
+            let always = |o: &mut WalOptions| o.yield_backlog_bytes = 1;
+            yields +=
+                run_opts(LogKind::Grasshopper, seed, staged, true, hop, &always).backlog_yields;
+            let never = |o: &mut WalOptions| o.yield_backlog_bytes = 0;
+            let stats = run_opts(LogKind::Grasshopper, seed, staged, true, hop, &never);
+            assert_eq!(stats.backlog_yields, 0, "{stats:?}");
+        }
+    }
+    // Four threads append ~5 MB per run through a 64 KiB ring: there is a
+    // backlog at nearly every look, so the path was exercised.
+    assert!(yields > 0, "no database thread ever yielded");
+    for kind in [LogKind::Vanilla, LogKind::BitmapScan] {
+        let always = |o: &mut WalOptions| o.yield_backlog_bytes = 1;
+        let stats = run_opts(kind, 20, false, true, hop, &always);
+        assert_eq!(stats.backlog_yields, 0, "{kind:?}: {stats:?}");
+    }
+}
+
 /// The flusher's pass after each flush, with the worker resting while it
 /// flushes (`WalOptions::flusher_passes`, the default), and the paper's
 /// pipeline without it: both flush a hole-free prefix.

@@ -135,6 +135,12 @@ pub(crate) struct WalArgs {
     /// paper's pipeline). The baselines run once.
     #[arg(long, value_delimiter = ',', default_value = "100")]
     help_after_us: Vec<u64>,
+    /// Above how many bytes reserved but not durable a GRASSHOPPER database
+    /// thread yields its core, comma-separated to compare
+    /// (`WalOptions::yield_backlog_bytes`, beyond the paper; 0: never, the
+    /// paper's pipeline). The baselines run once.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    yield_backlog: Vec<u64>,
     /// Whether GRASSHOPPER's flusher runs a pass of the worker's Algorithm 1
     /// after each flush while the worker sleeps through the flush (`on`,
     /// `WalOptions::flusher_passes`, beyond the paper) or the worker alone
@@ -178,6 +184,11 @@ struct Run {
     worker_help_after_us: u64,
     /// `WalOptions::flusher_passes` (GRASSHOPPER only).
     flusher_passes: bool,
+    /// `WalOptions::yield_backlog_bytes` (GRASSHOPPER only).
+    yield_backlog_bytes: u64,
+    /// Times a database thread yielded its core to the backlog
+    /// (GRASSHOPPER only).
+    backlog_yields: u64,
     /// `WalOptions::write_coalesce_bytes`.
     write_coalesce_bytes: usize,
     /// Worker passes that database threads ran (GRASSHOPPER only).
@@ -338,12 +349,19 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                     } else {
                         &args.flusher_passes[..1]
                     };
-                    for ((((&pace, records), catch_up), &help_after), flusher_pass) in paces
-                        .iter()
-                        .flat_map(|p| record_modes.iter().map(move |r| (p, r)))
-                        .flat_map(|pr| catch_ups.iter().map(move |c| (pr, c)))
-                        .flat_map(|prc| helps.iter().map(move |h| (prc, h)))
-                        .flat_map(|prch| flusher_passes.iter().map(move |f| (prch, f)))
+                    let yield_backlogs: &[u64] = if *kind == LogKind::Grasshopper {
+                        &args.yield_backlog
+                    } else {
+                        &args.yield_backlog[..1]
+                    };
+                    for (((((&pace, records), catch_up), &help_after), flusher_pass), &backlog) in
+                        paces
+                            .iter()
+                            .flat_map(|p| record_modes.iter().map(move |r| (p, r)))
+                            .flat_map(|pr| catch_ups.iter().map(move |c| (pr, c)))
+                            .flat_map(|prc| helps.iter().map(move |h| (prc, h)))
+                            .flat_map(|prch| flusher_passes.iter().map(move |f| (prch, f)))
+                            .flat_map(|prchf| yield_backlogs.iter().map(move |y| (prchf, y)))
                     {
                         let catch_up = catch_up == "on";
                         let flusher_pass = flusher_pass == "on";
@@ -359,6 +377,7 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                             sbl_catch_up: catch_up,
                             worker_help_after_us: help_after,
                             flusher_passes: flusher_pass,
+                            yield_backlog_bytes: backlog,
                             write_coalesce_bytes: write_coalesce,
                             // The null device keeps no bytes to read back
                             // the partial block a direct appender starts
@@ -406,6 +425,9 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                         }
                         if *kind == LogKind::Grasshopper && !flusher_pass {
                             shown.push_str("-nofp");
+                        }
+                        if *kind == LogKind::Grasshopper && yield_backlogs.len() > 1 {
+                            shown.push_str(&format!("-y{}", backlog >> 10));
                         }
                         if args.write_coalesce.len() > 1 {
                             shown.push_str(&format!("-c{}", write_coalesce >> 10));
@@ -642,6 +664,8 @@ fn one_run(
         sbl_catch_up: options.sbl_catch_up,
         worker_help_after_us: options.worker_help_after_us,
         flusher_passes: options.flusher_passes,
+        yield_backlog_bytes: options.yield_backlog_bytes,
+        backlog_yields: stats.backlog_yields,
         write_coalesce_bytes: options.write_coalesce_bytes,
         help_passes: stats.help_passes,
     })
