@@ -45,6 +45,10 @@ fn short_oversubscribed_wal_runs_all_end() {
                 "appended,staged",
                 "--duration",
                 "0.1",
+                // Every other invocation with the threads yielding at
+                // nearly every look (`WalOptions::yield_backlog_bytes`).
+                "--yield-backlog",
+                if i % 2 == 0 { "0" } else { "1" },
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

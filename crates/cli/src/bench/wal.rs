@@ -329,31 +329,11 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
                     } else {
                         &args.worker_pace_us
                     };
-                    let record_modes: &[String] = if *kind == LogKind::Grasshopper {
-                        &args.records
-                    } else {
-                        &args.records[..1]
-                    };
-                    let catch_ups: &[String] = if *kind == LogKind::Grasshopper {
-                        &args.catch_up
-                    } else {
-                        &args.catch_up[..1]
-                    };
-                    let helps: &[u64] = if *kind == LogKind::Grasshopper {
-                        &args.help_after_us
-                    } else {
-                        &args.help_after_us[..1]
-                    };
-                    let flusher_passes: &[String] = if *kind == LogKind::Grasshopper {
-                        &args.flusher_passes
-                    } else {
-                        &args.flusher_passes[..1]
-                    };
-                    let yield_backlogs: &[u64] = if *kind == LogKind::Grasshopper {
-                        &args.yield_backlog
-                    } else {
-                        &args.yield_backlog[..1]
-                    };
+                    let record_modes = grasshopper_only(*kind, &args.records);
+                    let catch_ups = grasshopper_only(*kind, &args.catch_up);
+                    let helps = grasshopper_only(*kind, &args.help_after_us);
+                    let flusher_passes = grasshopper_only(*kind, &args.flusher_passes);
+                    let yield_backlogs = grasshopper_only(*kind, &args.yield_backlog);
                     for (((((&pace, records), catch_up), &help_after), flusher_pass), &backlog) in
                         paces
                             .iter()
@@ -535,6 +515,16 @@ fn cdf(latency: &Histogram<u64>) -> Vec<(f64, f64)> {
         .into_iter()
         .map(|q| (latency.value_at_quantile(q).max(1) as f64, q))
         .collect()
+}
+
+/// GRASSHOPPER's own options: every value to compare for it, the first
+/// alone for a baseline (which has no such option).
+fn grasshopper_only<T>(kind: LogKind, values: &[T]) -> &[T] {
+    if kind == LogKind::Grasshopper {
+        values
+    } else {
+        &values[..1]
+    }
 }
 
 /// What the database threads of one run do.
