@@ -94,11 +94,11 @@ pub struct WalOptions {
     /// 23 and 40 ms to 0.7 and 1.2 ms (the mutex log's, whose threads
     /// sleep on its lock: 0.44 and 0.55 ms), for 0.94× and 1.05× of the
     /// throughput. The cost is smaller group commits: the engine's `wal`
-    /// mode at two pinned YCSB workers on the disk lost 13% of its
-    /// throughput for a p50 to durability of 3.7 instead of 6 ms, so it
-    /// is off by default (BENCHMARKS.md, session 63). Where each thread
-    /// has a core the yield returns at once. 0: never yield, the paper's
-    /// pipeline.
+    /// mode on the disk ran 0.96× as fast at two pinned YCSB workers (p50
+    /// to durability 5.7–6.3 → 3.9 ms) and 0.88× at eight (37–38 → 11–12
+    /// ms), so it is off by default (BENCHMARKS.md, session 63). Where each
+    /// thread has a core the yield returns at once. 0: never yield, the
+    /// paper's pipeline.
     pub yield_backlog_bytes: u64,
     /// Beyond the paper (GRASSHOPPER only): the flusher runs a pass of the
     /// worker's Algorithm 1 itself right after each flush, and a worker

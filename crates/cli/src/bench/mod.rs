@@ -102,6 +102,11 @@ pub(crate) struct CommonArgs {
     /// (`WalOptions::worker_help_after_us`, beyond the paper; 0: never).
     #[arg(long, default_value_t = epochdb_engine::WalOptions::default().worker_help_after_us)]
     wal_help_after_us: u64,
+    /// Above how many bytes reserved but not durable a `wal` database
+    /// thread yields its core (`WalOptions::yield_backlog_bytes`, beyond
+    /// the paper; 0: never).
+    #[arg(long, default_value_t = epochdb_engine::WalOptions::default().yield_backlog_bytes)]
+    wal_yield_backlog: u64,
     /// Whether the `wal` flusher runs a GRASSHOPPER pass after each flush
     /// while the worker rests through long flushes
     /// (`WalOptions::flusher_passes`, beyond the paper).
@@ -318,6 +323,7 @@ fn run_modes(
             wal_io_unit: common.wal_io_unit,
             wal_io_depth: common.wal_io_depth,
             wal_help_after_us: common.wal_help_after_us,
+            wal_yield_backlog: common.wal_yield_backlog,
             wal_flusher_passes: common.wal_flusher_passes == "on",
             wal_buffer: common.wal_buffer,
             log_buffer: common.log_buffer,

@@ -56,6 +56,8 @@ pub(crate) struct RunConfig {
     pub(crate) wal_io_depth: usize,
     /// After how long without a worker pass a `wal` database thread runs one.
     pub(crate) wal_help_after_us: u64,
+    /// Above how many bytes of backlog a `wal` database thread yields.
+    pub(crate) wal_yield_backlog: u64,
     /// Whether the `wal` flusher passes after each flush.
     pub(crate) wal_flusher_passes: bool,
     /// The `wal` mode's log buffer in bytes.

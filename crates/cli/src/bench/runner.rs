@@ -54,6 +54,8 @@ pub(crate) struct RunSpec {
     pub(crate) wal_io_depth: usize,
     /// `WalOptions::worker_help_after_us` of the `wal` mode.
     pub(crate) wal_help_after_us: u64,
+    /// `WalOptions::yield_backlog_bytes` of the `wal` mode.
+    pub(crate) wal_yield_backlog: u64,
     /// `WalOptions::flusher_passes` of the `wal` mode.
     pub(crate) wal_flusher_passes: bool,
     /// `WalOptions::buffer_bytes` of the `wal` mode.
@@ -141,6 +143,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             io_unit_bytes: spec.wal_io_unit,
             io_depth: spec.wal_io_depth,
             worker_help_after_us: spec.wal_help_after_us,
+            yield_backlog_bytes: spec.wal_yield_backlog,
             flusher_passes: spec.wal_flusher_passes,
             buffer_bytes: spec.wal_buffer,
             ..Default::default()
@@ -424,6 +427,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             wal_io_unit: spec.wal_io_unit,
             wal_io_depth: spec.wal_io_depth,
             wal_help_after_us: spec.wal_help_after_us,
+            wal_yield_backlog: spec.wal_yield_backlog,
             wal_flusher_passes: spec.wal_flusher_passes,
             wal_buffer: spec.wal_buffer,
             log_buffer: spec.log_buffer,
