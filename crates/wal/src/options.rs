@@ -91,8 +91,8 @@ pub struct WalOptions {
     /// fill the 32 MiB ring before the flusher runs again, and a commit
     /// waits for the ring to drain. On two vCPUs, 128 B entries on the
     /// null device, 1 MiB took the commit p50 at 8 and 32 threads from
-    /// 23 and 40 ms to 0.7 and 1.2 ms (the mutex log's, whose threads
-    /// sleep on its lock: 0.44 and 0.55 ms), for 0.94× and 1.05× of the
+    /// 22 and 39 ms to 0.7 and 1.2 ms (the mutex log's, whose threads
+    /// sleep on its lock: 0.44 and 0.55 ms), for 0.95× and 1.03× of the
     /// throughput. The cost is smaller group commits: the engine's `wal`
     /// mode on the disk ran 0.96× as fast at two pinned YCSB workers (p50
     /// to durability 5.7–6.3 → 3.9 ms) and 0.88× at eight (37–38 → 11–12
