@@ -275,6 +275,11 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
             eprintln!(
                 "note: {most} database threads plus the log's worker and flusher threads on {cores} cores: the machine is oversubscribed, so throughput and latency measure time-sharing as much as the log"
             );
+            if most > cores && args.yield_backlog.iter().all(|&y| y == 0) {
+                eprintln!(
+                    "note: GRASSHOPPER's threads keep every core while the flusher waits for one; --yield-backlog 1048576 (WalOptions::yield_backlog_bytes) trades a few percent of throughput for much shorter commits here"
+                );
+            }
         }
     }
     let (_scratch, root) = super::run_root(args.dir.as_ref())?;
