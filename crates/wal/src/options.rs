@@ -86,19 +86,22 @@ pub struct WalOptions {
     /// as for [`WalOptions::worker_help_after_us`]. Whatever the backlog
     /// waits for — the flusher, the worker, or the owner of a hole that
     /// was preempted between its reservation and its enqueue — then gets a
-    /// core sooner. A latency knob for more database threads than cores:
+    /// core sooner. It matters with more database threads than cores:
     /// GRASSHOPPER's threads never wait for one another, so there they
-    /// fill the 32 MiB ring before the flusher runs again, and a commit
-    /// waits for the ring to drain. On two vCPUs, 128 B entries on the
-    /// null device, 1 MiB took the commit p50 at 8 and 32 threads from
-    /// 22 and 39 ms to 0.7 and 1.2 ms (the mutex log's, whose threads
-    /// sleep on its lock: 0.44 and 0.55 ms), for 0.95× and 1.03× of the
-    /// throughput. The cost is smaller group commits: the engine's `wal`
-    /// mode on the disk ran 0.96× as fast at two pinned YCSB workers (p50
-    /// to durability 5.7–6.3 → 3.9 ms) and 0.88× at eight (37–38 → 11–12
-    /// ms), so it is off by default (BENCHMARKS.md, session 63). Where each
-    /// thread has a core the yield returns at once. 0: never yield, the
-    /// paper's pipeline.
+    /// filled the 32 MiB ring before the flusher ran again, and a commit
+    /// waited for the ring to drain, while the mutex log's threads sleep on
+    /// its lock and leave their cores. On two vCPUs, 128 B entries on the
+    /// null device, 8 and 32 threads: commit p50 23 and 42 ms without,
+    /// 3.4 and 5.8 ms with 4 MiB (the default), 0.7 and 1.2 ms with 1 MiB
+    /// (the mutex log's 0.46 and 0.58 ms). 4 MiB cost no throughput there
+    /// (1.00× and 1.06× of without), nor to the engine's `wal` mode at two
+    /// pinned YCSB workers (0.99×, where it rarely fires), and 0.95× at
+    /// eight (90% interval 0.91–1.02; p99 to durability 95–200 → 62–64
+    /// ms). 1 MiB cost 0.95× of the log's throughput at 8 threads and the
+    /// engine 0.96× at two workers and 0.88× at eight: a smaller bound
+    /// trades group-commit size for latency (BENCHMARKS.md, session 63).
+    /// Where each thread has a core the yield returns at once. 0: never
+    /// yield, the paper's pipeline.
     pub yield_backlog_bytes: u64,
     /// Beyond the paper (GRASSHOPPER only): the flusher runs a pass of the
     /// worker's Algorithm 1 itself right after each flush, and a worker
@@ -171,7 +174,7 @@ impl Default for WalOptions {
             file_max_bytes: 256 << 20,
             worker_pace_us: 20,
             worker_help_after_us: 100,
-            yield_backlog_bytes: 0,
+            yield_backlog_bytes: 4 << 20,
             flusher_passes: true,
             direct_io: true,
             io_depth: 8,
