@@ -78,11 +78,13 @@ for r in $(seq "$wal_rounds"); do
   "$bin" bench wal --device null --threads 1 --log-size 128 --io-unit 65536 --impl "$impls" \
     --records appended,staged --duration "$short" --pin-threads --json "$out/json/wal-null-1t-$r.json"
 done
-section "2b. $wal_threads pinned threads; $((cores * 2)) unpinned"
+section "2b. $wal_threads pinned threads; $((cores * 2)) unpinned (GRASSHOPPER with and without its yield to a backlog)"
 "$bin" bench wal --device null --threads "$wal_threads" --log-size 128,4096 --io-unit 65536 \
-  --impl grasshopper,mutex --records appended --duration "$short" --pin-threads --json "$out/json/wal-null-many.json"
+  --impl grasshopper,mutex --records appended --yield-backlog 4194304,0 --duration "$short" --pin-threads \
+  --json "$out/json/wal-null-many.json"
 "$bin" bench wal --device null --threads $((cores * 2)) --log-size 128 --io-unit 65536 \
-  --impl grasshopper,mutex --records appended --duration "$short" --json "$out/json/wal-null-over.json"
+  --impl grasshopper,mutex --records appended --yield-backlog 4194304,0 --duration "$short" \
+  --json "$out/json/wal-null-over.json"
 save
 
 section "3. the WAL flusher, 4 KiB records to the disk, depth 1 and 8"

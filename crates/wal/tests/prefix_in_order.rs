@@ -113,6 +113,21 @@ fn run_opts(
     stats
 }
 
+/// [`run_opts`] of GRASSHOPPER (catch-up on, the small options' hops) with
+/// `tweak`, for each of `seeds` with appended and with staged entries: the
+/// stats of the four runs.
+fn grasshopper_runs(
+    seeds: [u64; 2],
+    tweak: &dyn Fn(&mut WalOptions),
+) -> Vec<epochdb_wal::WalStats> {
+    let hop = small_options(LogKind::Grasshopper).hop_shift;
+    seeds
+        .into_iter()
+        .flat_map(|seed| [false, true].map(|staged| (seed, staged)))
+        .map(|(seed, staged)| run_opts(LogKind::Grasshopper, seed, staged, true, hop, tweak))
+        .collect()
+}
+
 #[test]
 fn grasshopper_flushes_a_hole_free_prefix() {
     run(LogKind::Grasshopper, 1);
@@ -158,15 +173,11 @@ fn grasshopper_catching_up_flushes_a_hole_free_prefix() {
 /// while four producers append, with appended and with staged entries.
 #[test]
 fn grasshopper_with_threads_helping_the_worker_flushes_a_hole_free_prefix() {
-    let mut helped = 0;
-    for seed in [13, 14] {
-        for staged in [false, true] {
-            let hop = small_options(LogKind::Grasshopper).hop_shift;
-            let help_at_once = |o: &mut WalOptions| o.worker_help_after_us = 1;
-            helped +=
-                run_opts(LogKind::Grasshopper, seed, staged, true, hop, &help_at_once).help_passes;
-        }
-    }
+    let help_at_once = |o: &mut WalOptions| o.worker_help_after_us = 1;
+    let helped: u64 = grasshopper_runs([13, 14], &help_at_once)
+        .iter()
+        .map(|stats| stats.help_passes)
+        .sum();
     // Timing-dependent, but the paced worker's naps leave SBL still for
     // far longer than a microsecond: the path was exercised.
     assert!(helped > 0, "no database thread ever ran a pass");
@@ -178,23 +189,20 @@ fn grasshopper_with_threads_helping_the_worker_flushes_a_hole_free_prefix() {
 /// off or under a baseline: the log is still a hole-free prefix.
 #[test]
 fn grasshopper_with_threads_yielding_to_the_backlog_flushes_a_hole_free_prefix() {
-    let hop = small_options(LogKind::Grasshopper).hop_shift;
-    let mut yields = 0;
-    for seed in [18, 19] {
-        for staged in [false, true] {
-            let always = |o: &mut WalOptions| o.yield_backlog_bytes = 1;
-            yields +=
-                run_opts(LogKind::Grasshopper, seed, staged, true, hop, &always).backlog_yields;
-            let never = |o: &mut WalOptions| o.yield_backlog_bytes = 0;
-            let stats = run_opts(LogKind::Grasshopper, seed, staged, true, hop, &never);
-            assert_eq!(stats.backlog_yields, 0, "{stats:?}");
-        }
+    let always = |o: &mut WalOptions| o.yield_backlog_bytes = 1;
+    let never = |o: &mut WalOptions| o.yield_backlog_bytes = 0;
+    let yields: u64 = grasshopper_runs([18, 19], &always)
+        .iter()
+        .map(|stats| stats.backlog_yields)
+        .sum();
+    for stats in grasshopper_runs([18, 19], &never) {
+        assert_eq!(stats.backlog_yields, 0, "{stats:?}");
     }
     // Four threads append ~5 MB per run through a 64 KiB ring: there is a
     // backlog at nearly every look, so the path was exercised.
     assert!(yields > 0, "no database thread ever yielded");
+    let hop = small_options(LogKind::Grasshopper).hop_shift;
     for kind in [LogKind::Vanilla, LogKind::BitmapScan] {
-        let always = |o: &mut WalOptions| o.yield_backlog_bytes = 1;
         let stats = run_opts(kind, 20, false, true, hop, &always);
         assert_eq!(stats.backlog_yields, 0, "{kind:?}: {stats:?}");
     }
@@ -205,16 +213,13 @@ fn grasshopper_with_threads_yielding_to_the_backlog_flushes_a_hole_free_prefix()
 /// pipeline without it: both flush a hole-free prefix.
 #[test]
 fn grasshopper_with_and_without_flusher_passes_flushes_a_hole_free_prefix() {
-    let hop = small_options(LogKind::Grasshopper).hop_shift;
-    let mut flusher_passes = 0;
-    for seed in [16, 17] {
-        for staged in [false, true] {
-            let stats = run_opts(LogKind::Grasshopper, seed, staged, true, hop, &|_| {});
-            flusher_passes += stats.flusher_passes;
-            let off = |o: &mut WalOptions| o.flusher_passes = false;
-            let stats = run_opts(LogKind::Grasshopper, seed, staged, true, hop, &off);
-            assert_eq!(stats.flusher_passes, 0, "{stats:?}");
-        }
+    let flusher_passes: u64 = grasshopper_runs([16, 17], &|_| {})
+        .iter()
+        .map(|stats| stats.flusher_passes)
+        .sum();
+    let off = |o: &mut WalOptions| o.flusher_passes = false;
+    for stats in grasshopper_runs([16, 17], &off) {
+        assert_eq!(stats.flusher_passes, 0, "{stats:?}");
     }
     // One after every flush: the path was exercised.
     assert!(flusher_passes > 0, "the flusher never passed");
