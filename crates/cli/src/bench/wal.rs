@@ -433,13 +433,18 @@ pub(crate) fn run(args: WalArgs) -> Result<(), String> {
             .iter()
             .map(|r| Curve {
                 label: format!(
-                    "{}{}{} {}t {}B {}K d{} {}us",
+                    "{}{}{}{} {}t {}B {}K d{} {}us",
                     r.implementation,
                     if r.records == "staged" { "+staged" } else { "" },
                     if r.implementation == "grasshopper" && !r.sbl_catch_up {
                         "-alg1"
                     } else {
                         ""
+                    },
+                    if r.implementation == "grasshopper" && args.yield_backlog.len() > 1 {
+                        format!("-y{}", r.yield_backlog_bytes >> 10)
+                    } else {
+                        String::new()
                     },
                     r.threads,
                     r.log_size,
