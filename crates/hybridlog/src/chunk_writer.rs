@@ -71,6 +71,12 @@ impl BufferPool {
         }
     }
 
+    /// Buffers ready in the pool now.
+    #[cfg(test)]
+    pub(crate) fn ready(&self) -> usize {
+        self.free.lock().len()
+    }
+
     /// Bytes of the buffers the pool keeps at most.
     pub(crate) fn kept_bytes(&self) -> usize {
         Self::KEEP * self.capacity

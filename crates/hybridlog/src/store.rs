@@ -656,7 +656,10 @@ impl<F: Functions> Store<F> {
             snapshot_running: AtomicU8::new(0),
             snapshot_captured: CachePadded::new(AtomicU64::new(0)),
             rest_settled: CachePadded::new(AtomicU32::new(version)),
-            checkpoint_buffers: checkpoint::CheckpointBuffers::for_log_memory(config.memory_bytes),
+            checkpoint_buffers: checkpoint::CheckpointBuffers::for_store(
+                config.memory_bytes,
+                config.index_buckets as u64 * 64,
+            ),
             config,
         });
         // A flush that fails during a checkpoint must wake the driver: the
