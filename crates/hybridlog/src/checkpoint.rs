@@ -740,12 +740,16 @@ impl CheckpointBuffers {
     /// and 0.74–0.87 warmed (BENCHMARKS.md).
     pub(crate) fn for_store(log_memory_bytes: u64, index_bytes: u64) -> Self {
         let buffers = CheckpointBuffers::default();
-        let kept = buffers.index.kept_bytes() + buffers.snapshot.kept_bytes();
-        if kept as u64 <= log_memory_bytes + index_bytes {
+        if buffers.kept_bytes() <= log_memory_bytes + index_bytes {
             buffers.index.warm();
             buffers.snapshot.warm();
         }
         buffers
+    }
+
+    /// Bytes of the buffers both pools keep at most.
+    fn kept_bytes(&self) -> u64 {
+        (self.index.kept_bytes() + self.snapshot.kept_bytes()) as u64
     }
 }
 
@@ -918,8 +922,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "touches ~90 MiB")]
     fn checkpoint_buffers_are_warmed_for_a_store_at_least_their_size() {
-        let probe = CheckpointBuffers::default();
-        let kept = (probe.index.kept_bytes() + probe.snapshot.kept_bytes()) as u64;
+        let kept = CheckpointBuffers::default().kept_bytes();
         let small = CheckpointBuffers::for_store(kept / 2, kept / 4);
         assert_eq!((small.index.ready(), small.snapshot.ready()), (0, 0));
         let large = CheckpointBuffers::for_store(kept - kept / 4, kept / 4);

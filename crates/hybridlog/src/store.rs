@@ -628,6 +628,9 @@ impl<F: Functions> Store<F> {
             replay_threads: state.replay_threads,
         });
         let next_session_id = state.meta.as_ref().map_or(1, |m| m.next_session_id);
+        // The index as recovered (its size may be a checkpoint's, not the
+        // configured one), for sizing what the store holds beside it.
+        let index_bytes = (state.index.len() * std::mem::size_of::<crate::index::Bucket>()) as u64;
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
             functions,
@@ -658,7 +661,7 @@ impl<F: Functions> Store<F> {
             rest_settled: CachePadded::new(AtomicU32::new(version)),
             checkpoint_buffers: checkpoint::CheckpointBuffers::for_store(
                 config.memory_bytes,
-                config.index_buckets as u64 * 64,
+                index_bytes,
             ),
             config,
         });
