@@ -6,7 +6,6 @@
 //! through their stable copies.
 
 use std::collections::HashMap;
-use std::ops::Bound::Unbounded;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,7 +13,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::power_loss_after;
+use common::{assert_slots_hold_prefix, key, power_loss_after, row_map};
 use epochdb_engine::{
     Config, Database, DurabilityError, DurabilityKind, OpenError, SilorOptions, Ticket,
 };
@@ -36,25 +35,6 @@ fn config(dir: &Path, checkpoint_interval: Duration) -> Config {
         },
         ..Config::default()
     }
-}
-
-fn key(n: u64) -> [u8; 8] {
-    n.to_be_bytes()
-}
-
-fn rows(db: &Database, name: &str) -> HashMap<Vec<u8>, Vec<u8>> {
-    let table = db.table(name).expect("table recovered");
-    let mut worker = db.worker().unwrap();
-    let (rows, _) = worker
-        .run(|tx| {
-            let rows = tx.scan_collect(table, Unbounded, Unbounded, usize::MAX)?;
-            Ok(rows
-                .into_iter()
-                .map(|(k, v)| (k, v.to_vec()))
-                .collect::<Vec<_>>())
-        })
-        .unwrap();
-    rows.into_iter().collect()
 }
 
 const NEVER: Duration = Duration::from_secs(3600);
@@ -116,7 +96,7 @@ fn a_commit_is_durable_once_a_checkpoint_holds_it() {
     let report = db.recovery_report().unwrap().clone();
     assert!(report.checkpoint_bytes > 0, "{report:?}");
     assert_eq!(report.log_bytes, 0);
-    assert_eq!(rows(&db, "t"), model);
+    assert_eq!(row_map(&db, "t"), model);
     // Two sessions so far: worker 0 (2,000 + 286 commits) and worker 1
     // (400); the one `rows` ran had no write.
     let sessions: HashMap<u64, u64> = report.sessions.iter().copied().collect();
@@ -258,7 +238,7 @@ fn power_loss_during_frequent_checkpoints_keeps_each_sessions_prefix() {
         checkpoints_total += db.durability_stats().checkpoints;
         drop(db);
         let db = Database::open(sim(&crashed)).unwrap();
-        let recovered = rows(&db, "t");
+        let recovered = row_map(&db, "t");
         let sessions: HashMap<u64, u64> = db
             .recovery_report()
             .unwrap()
@@ -287,18 +267,13 @@ fn power_loss_during_frequent_checkpoints_keeps_each_sessions_prefix() {
                 count,
                 "seed {seed} writer {w}: the CPR point of session {session}"
             );
-            for slot in 0..SLOTS {
-                // The last n < count with n % SLOTS == slot.
-                let expected =
-                    (slot < count).then(|| count - 1 - (count - 1 + SLOTS - slot) % SLOTS);
-                let got = recovered
-                    .get(&key(w * 1_000_000 + slot)[..])
-                    .map(|v| u64::from_le_bytes(v[..].try_into().unwrap()));
-                assert_eq!(
-                    got, expected,
-                    "seed {seed} writer {w} slot {slot} (count {count})"
-                );
-            }
+            assert_slots_hold_prefix(
+                &recovered,
+                w,
+                count,
+                SLOTS,
+                &format!("seed {seed} writer {w}"),
+            );
         }
     }
     assert!(
@@ -382,7 +357,7 @@ fn checkpoints_under_concurrent_transfers_keep_the_total() {
         let installed = db.durability_stats().checkpoints;
         drop(db);
         let db = Database::open(sim(&crashed)).unwrap();
-        let total: u64 = rows(&db, "accounts")
+        let total: u64 = row_map(&db, "accounts")
             .values()
             .map(|v| u64::from_le_bytes(v[..].try_into().unwrap()))
             .sum();

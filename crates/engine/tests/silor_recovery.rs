@@ -2,12 +2,14 @@
 //! acknowledged survives a reopen, checkpoints install and truncate logs,
 //! and recovery refuses what it must.
 
-use std::ops::Bound::Unbounded;
 use std::path::Path;
 use std::time::Duration;
 
 use std::sync::Arc;
 
+mod common;
+
+use common::{count_with_tag, key, rows, write_batch};
 use epochdb_engine::{
     Config, Database, DurabilityError, DurabilityKind, OpenError, RecoveryPhase, RecoveryProgress,
     SilorOptions,
@@ -20,42 +22,6 @@ fn config(mode: DurabilityKind, dir: &Path) -> Config {
         epoch_interval: Duration::from_millis(5),
         ..Config::default()
     }
-}
-
-fn key(n: u64) -> [u8; 8] {
-    n.to_be_bytes()
-}
-
-fn write_batch(db: &Database, from: u64, to: u64, tag: u8) {
-    let table = db.create_table("t").unwrap();
-    let mut worker = db.worker().unwrap();
-    let mut last = None;
-    for n in from..to {
-        let ((), ticket) = worker
-            .run(|tx| {
-                tx.put(table, &key(n), &[tag; 40])?;
-                Ok(())
-            })
-            .unwrap();
-        last = Some(ticket);
-    }
-    // The worker is idle while we wait: the logger must take its buffer.
-    last.unwrap().wait().unwrap();
-}
-
-fn count_with_tag(db: &Database, tag: u8) -> (usize, usize) {
-    let table = db.table("t").expect("table recovered");
-    let mut worker = db.worker().unwrap();
-    let (rows, _) = worker
-        .run(|tx| {
-            let rows = tx.scan_collect(table, Unbounded, Unbounded, usize::MAX)?;
-            Ok(rows
-                .iter()
-                .map(|(_, value)| *value == [tag; 40])
-                .collect::<Vec<bool>>())
-        })
-        .unwrap();
-    (rows.len(), rows.iter().filter(|&&b| b).count())
 }
 
 /// How many files in `dir` have names starting with `prefix`.
@@ -201,17 +167,10 @@ fn idle_replayers_share_the_blocks_of_one_long_log() {
         let report = db.recovery_report().unwrap().clone();
         assert_eq!(report.log_threads, 4, "{report:?}");
         assert_eq!(report.records, model.len() as u64, "{report:?}");
-        let table = db.table("t").unwrap();
-        let mut worker = db.worker().unwrap();
-        let (recovered, _) = worker
-            .run(|tx| {
-                let rows = tx.scan_collect(table, Unbounded, Unbounded, usize::MAX)?;
-                Ok(rows
-                    .iter()
-                    .map(|(k, v)| (u64::from_be_bytes(k[..].try_into().unwrap()), v[0]))
-                    .collect::<BTreeMap<u64, u8>>())
-            })
-            .unwrap();
+        let recovered: BTreeMap<u64, u8> = rows(&db, "t")
+            .iter()
+            .map(|(k, v)| (u64::from_be_bytes(k[..].try_into().unwrap()), v[0]))
+            .collect();
         assert_eq!(recovered, model);
         shared = report.log_blocks_shared;
         if shared > 0 {
@@ -341,16 +300,7 @@ fn closing_mid_checkpoint_leaves_no_partial_checkpoint_behind() {
     let installed = dir.path().join("checkpoint").exists();
     assert!(ids.len() <= usize::from(installed), "{ids:?}");
     let db = Database::open(config(DurabilityKind::Silor, dir.path())).unwrap();
-    let table = db.table("t").unwrap();
-    let mut worker = db.worker().unwrap();
-    let (rows, _) = worker
-        .run(|tx| {
-            Ok(tx
-                .scan_collect(table, Unbounded, Unbounded, usize::MAX)?
-                .len())
-        })
-        .unwrap();
-    assert_eq!(rows, 1_000_000);
+    assert_eq!(rows(&db, "t").len(), 1_000_000);
 }
 
 /// Rewrites the first block of `path` as of kind `kind`, its checksum made

@@ -5,7 +5,6 @@
 //! recovers, per worker, exactly a prefix of its commits.
 
 use std::collections::HashMap;
-use std::ops::Bound::Unbounded;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,7 +12,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::power_loss_after;
+use common::{assert_slots_hold_prefix, key, power_loss_after, row_map};
 use epochdb_engine::{Config, Database, DurabilityKind, SilorOptions, Ticket, WalOptions};
 use epochdb_storage::{SimStorage, Storage};
 use rand::rngs::SmallRng;
@@ -40,25 +39,6 @@ fn config(dir: &Path, checkpoint_interval: Duration) -> Config {
         },
         ..Config::default()
     }
-}
-
-fn key(n: u64) -> [u8; 8] {
-    n.to_be_bytes()
-}
-
-fn rows(db: &Database) -> HashMap<Vec<u8>, Vec<u8>> {
-    let table = db.table("t").expect("table recovered");
-    let mut worker = db.worker().unwrap();
-    let (rows, _) = worker
-        .run(|tx| {
-            let rows = tx.scan_collect(table, Unbounded, Unbounded, usize::MAX)?;
-            Ok(rows
-                .into_iter()
-                .map(|(k, v)| (k, v.to_vec()))
-                .collect::<Vec<_>>())
-        })
-        .unwrap();
-    rows.into_iter().collect()
 }
 
 fn log_files(dir: &Path) -> usize {
@@ -134,13 +114,13 @@ fn a_checkpoint_truncates_the_log_and_recovery_starts_from_it() {
     assert!(report.checkpoint_bytes > 0, "{report:?}");
     // Only the commits since the checkpoint are replayed.
     assert!(report.log_entries < 2000, "{report:?}");
-    assert_eq!(rows(&db), model);
+    assert_eq!(row_map(&db, "t"), model);
     // A second checkpoint after recovery replaces the first.
     db.checkpoint().unwrap();
     drop(db);
     let db = Database::open(config(dir.path(), never)).unwrap();
     assert_eq!(db.recovery_report().unwrap().log_entries, 0);
-    assert_eq!(rows(&db), model);
+    assert_eq!(row_map(&db, "t"), model);
 }
 
 /// Keys a worker writes: `w * 1_000_000 + n % SLOTS`, value `n` (8
@@ -197,7 +177,7 @@ fn power_loss_during_frequent_checkpoints_keeps_a_prefix_of_every_worker() {
         checkpoints_total += db.durability_stats().checkpoints;
         drop(db);
         let db = Database::open(sim(&crashed)).unwrap();
-        let recovered = rows(&db);
+        let recovered = row_map(&db, "t");
         let acked = acked.into_inner().unwrap();
         for w in 0..2u64 {
             // The recovered state of worker w must be exactly the state
@@ -213,18 +193,13 @@ fn power_loss_during_frequent_checkpoints_keeps_a_prefix_of_every_worker() {
                 count >= acked_w,
                 "seed {seed} worker {w}: {count} commits recovered, {acked_w} acknowledged"
             );
-            for slot in 0..SLOTS {
-                // The last n < count with n % SLOTS == slot.
-                let expected =
-                    (slot < count).then(|| count - 1 - (count - 1 + SLOTS - slot) % SLOTS);
-                let got = recovered
-                    .get(&key(w * 1_000_000 + slot)[..])
-                    .map(|v| u64::from_le_bytes(v[..].try_into().unwrap()));
-                assert_eq!(
-                    got, expected,
-                    "seed {seed} worker {w} slot {slot} (count {count})"
-                );
-            }
+            assert_slots_hold_prefix(
+                &recovered,
+                w,
+                count,
+                SLOTS,
+                &format!("seed {seed} worker {w}"),
+            );
         }
     }
     assert!(

@@ -5,7 +5,6 @@
 //! I/O errors fail-stop.
 
 use std::collections::HashMap;
-use std::ops::Bound::Unbounded;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,7 +12,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::power_loss_after;
+use common::{count_with_tag, key, power_loss_after, rows, write_batch};
 use epochdb_engine::{Config, Database, DurabilityKind, OpenError, Ticket, WalOptions};
 use epochdb_storage::{CrashMode, FaultKind, FaultOp, SimStorage, Storage};
 use rand::rngs::SmallRng;
@@ -45,47 +44,6 @@ fn sim_config(storage: &SimStorage) -> Config {
         storage: Some(Arc::new(storage.clone()) as Arc<dyn Storage>),
         ..config(Path::new("/db"))
     }
-}
-
-fn key(n: u64) -> [u8; 8] {
-    n.to_be_bytes()
-}
-
-fn write_batch(db: &Database, from: u64, to: u64, tag: u8) {
-    let table = db.create_table("t").unwrap();
-    let mut worker = db.worker().unwrap();
-    let mut last = None;
-    for n in from..to {
-        let ((), ticket) = worker
-            .run(|tx| {
-                tx.put(table, &key(n), &[tag; 40])?;
-                Ok(())
-            })
-            .unwrap();
-        last = Some(ticket);
-    }
-    last.unwrap().wait().unwrap();
-}
-
-fn rows(db: &Database, name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let table = db.table(name).expect("table recovered");
-    let mut worker = db.worker().unwrap();
-    let (rows, _) = worker
-        .run(|tx| {
-            let rows = tx.scan_collect(table, Unbounded, Unbounded, usize::MAX)?;
-            Ok(rows
-                .into_iter()
-                .map(|(k, v)| (k, v.to_vec()))
-                .collect::<Vec<_>>())
-        })
-        .unwrap();
-    rows
-}
-
-fn count_with_tag(db: &Database, tag: u8) -> (usize, usize) {
-    let rows = rows(db, "t");
-    let tagged = rows.iter().filter(|(_, v)| *v == [tag; 40]).count();
-    (rows.len(), tagged)
 }
 
 #[test]
