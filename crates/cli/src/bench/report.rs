@@ -38,6 +38,39 @@ pub(crate) struct Window {
     pub(crate) checkpointing: bool,
 }
 
+/// The engine and durability settings a run is given: read by the runner
+/// when it opens the database, and written as they are into the run's JSON
+/// report (flattened into its `config`).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct ModeKnobs {
+    /// Workers pinned to cores of their own (`Config::pin_threads`,
+    /// `--pin-threads`).
+    pub(crate) pin_threads: bool,
+    /// Logs written past the page cache (`direct_io` of every mode; not
+    /// `--buffered-io`).
+    pub(crate) direct_io: bool,
+    /// `WalOptions::io_unit_bytes` of the `wal` mode.
+    pub(crate) wal_io_unit: usize,
+    /// `WalOptions::io_depth`: I/O units the `wal` flusher keeps in flight.
+    pub(crate) wal_io_depth: usize,
+    /// `WalOptions::worker_help_after_us`: after how long without a worker
+    /// pass a `wal` database thread runs one.
+    pub(crate) wal_help_after_us: u64,
+    /// `WalOptions::yield_backlog_bytes`: above how many bytes of backlog a
+    /// `wal` database thread yields.
+    pub(crate) wal_yield_backlog: u64,
+    /// `WalOptions::flusher_passes`: whether the `wal` flusher passes after
+    /// each flush.
+    pub(crate) wal_flusher_passes: bool,
+    /// `WalOptions::buffer_bytes`: the `wal` mode's log buffer in bytes.
+    pub(crate) wal_buffer: usize,
+    /// `SilorOptions::log_buffer_bytes`: each `log`/`silor` worker's log
+    /// buffer in bytes.
+    pub(crate) log_buffer: usize,
+    /// `SilorOptions::buffers_per_worker` as given (0: automatic).
+    pub(crate) log_buffers_per_worker: usize,
+}
+
 /// The settings a run used.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct RunConfig {
@@ -46,26 +79,9 @@ pub(crate) struct RunConfig {
     pub(crate) duration_s: f64,
     pub(crate) epoch_ms: f64,
     pub(crate) seed: u64,
-    /// Workers pinned to cores of their own (`--pin-threads`).
-    pub(crate) pin_threads: bool,
-    /// Logs written past the page cache (not `--buffered-io`).
-    pub(crate) direct_io: bool,
-    /// The `wal` flusher's I/O unit in bytes.
-    pub(crate) wal_io_unit: usize,
-    /// I/O units the `wal` flusher keeps in flight.
-    pub(crate) wal_io_depth: usize,
-    /// After how long without a worker pass a `wal` database thread runs one.
-    pub(crate) wal_help_after_us: u64,
-    /// Above how many bytes of backlog a `wal` database thread yields.
-    pub(crate) wal_yield_backlog: u64,
-    /// Whether the `wal` flusher passes after each flush.
-    pub(crate) wal_flusher_passes: bool,
-    /// The `wal` mode's log buffer in bytes.
-    pub(crate) wal_buffer: usize,
-    /// Each `log`/`silor` worker's log buffer in bytes.
-    pub(crate) log_buffer: usize,
-    /// `--log-buffers-per-worker` as given (0: automatic).
-    pub(crate) log_buffers_per_worker: usize,
+    /// The engine's and its durability modes' settings, as given.
+    #[serde(flatten)]
+    pub(crate) knobs: ModeKnobs,
     pub(crate) latency_sample_every: u64,
     pub(crate) workload: BTreeMap<String, String>,
 }

@@ -18,7 +18,7 @@ use epochdb_engine::{Config, Database, DurabilityKind, PointIndexes, Ticket};
 use epochdb_workloads::{Outcome, Workload};
 use hdrhistogram::Histogram;
 
-use super::report::{Latency, RunResult, Window};
+use super::report::{Latency, ModeKnobs, RunResult, Window};
 
 /// Width of a time-series window (the papers' 0.5 s averaging window).
 pub(crate) const WINDOW: Duration = Duration::from_millis(500);
@@ -44,26 +44,8 @@ pub(crate) struct RunSpec {
     pub(crate) checkpoint_interval: Duration,
     pub(crate) seed: u64,
     pub(crate) check: bool,
-    /// `Config::pin_threads`: workers on cores of their own.
-    pub(crate) pin_threads: bool,
-    /// `SilorOptions::direct_io`: logs written past the page cache.
-    pub(crate) direct_io: bool,
-    /// `WalOptions::io_unit_bytes` of the `wal` mode.
-    pub(crate) wal_io_unit: usize,
-    /// `WalOptions::io_depth` of the `wal` mode.
-    pub(crate) wal_io_depth: usize,
-    /// `WalOptions::worker_help_after_us` of the `wal` mode.
-    pub(crate) wal_help_after_us: u64,
-    /// `WalOptions::yield_backlog_bytes` of the `wal` mode.
-    pub(crate) wal_yield_backlog: u64,
-    /// `WalOptions::flusher_passes` of the `wal` mode.
-    pub(crate) wal_flusher_passes: bool,
-    /// `WalOptions::buffer_bytes` of the `wal` mode.
-    pub(crate) wal_buffer: usize,
-    /// `SilorOptions::log_buffer_bytes` of the `log` and `silor` modes.
-    pub(crate) log_buffer: usize,
-    /// `SilorOptions::buffers_per_worker` (0: automatic).
-    pub(crate) log_buffers_per_worker: usize,
+    /// The engine's and the modes' settings (reported as given).
+    pub(crate) knobs: ModeKnobs,
     /// Point-read hash indexes on the workload's chosen tables
     /// (`Workload::point_indexes`); off with `--no-point-index`.
     pub(crate) point_index: bool,
@@ -128,30 +110,31 @@ pub(crate) fn thread_cpu_ns() -> u64 {
 
 /// Opens a database for `spec`, loads `workload` and measures it.
 pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResult, String> {
+    let knobs = &spec.knobs;
     let config = Config {
         durability: spec.mode,
         dirs: spec.dirs.clone(),
         silor: epochdb_engine::SilorOptions {
             checkpoint_interval: spec.checkpoint_interval,
-            direct_io: spec.direct_io,
-            log_buffer_bytes: spec.log_buffer,
-            buffers_per_worker: spec.log_buffers_per_worker,
+            direct_io: knobs.direct_io,
+            log_buffer_bytes: knobs.log_buffer,
+            buffers_per_worker: knobs.log_buffers_per_worker,
             ..Default::default()
         },
         wal: epochdb_engine::WalOptions {
-            direct_io: spec.direct_io,
-            io_unit_bytes: spec.wal_io_unit,
-            io_depth: spec.wal_io_depth,
-            worker_help_after_us: spec.wal_help_after_us,
-            yield_backlog_bytes: spec.wal_yield_backlog,
-            flusher_passes: spec.wal_flusher_passes,
-            buffer_bytes: spec.wal_buffer,
+            direct_io: knobs.direct_io,
+            io_unit_bytes: knobs.wal_io_unit,
+            io_depth: knobs.wal_io_depth,
+            worker_help_after_us: knobs.wal_help_after_us,
+            yield_backlog_bytes: knobs.wal_yield_backlog,
+            flusher_passes: knobs.wal_flusher_passes,
+            buffer_bytes: knobs.wal_buffer,
             ..Default::default()
         },
         workers: spec.threads,
         epoch_interval: spec.epoch,
         max_workers: (spec.threads + spec.load_threads + 8).max(64),
-        pin_threads: spec.pin_threads,
+        pin_threads: knobs.pin_threads,
         point_index: if spec.point_index {
             workload.point_indexes()
         } else {
@@ -422,16 +405,7 @@ pub(crate) fn run(workload: &mut dyn Workload, spec: &RunSpec) -> Result<RunResu
             duration_s: spec.duration.as_secs_f64(),
             epoch_ms: spec.epoch.as_secs_f64() * 1e3,
             seed: spec.seed,
-            pin_threads: spec.pin_threads,
-            direct_io: spec.direct_io,
-            wal_io_unit: spec.wal_io_unit,
-            wal_io_depth: spec.wal_io_depth,
-            wal_help_after_us: spec.wal_help_after_us,
-            wal_yield_backlog: spec.wal_yield_backlog,
-            wal_flusher_passes: spec.wal_flusher_passes,
-            wal_buffer: spec.wal_buffer,
-            log_buffer: spec.log_buffer,
-            log_buffers_per_worker: spec.log_buffers_per_worker,
+            knobs: spec.knobs.clone(),
             latency_sample_every: LATENCY_SAMPLE_EVERY,
             workload: workload.settings().into_iter().collect(),
         },
