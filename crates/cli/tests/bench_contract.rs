@@ -428,6 +428,8 @@ fn hybridlog_json_has_phases_checkpoints_and_recovery() {
     let checkpoint = &checkpoints[0];
     assert!(checkpoint["bytes"].as_u64().unwrap() > 0);
     assert!(checkpoint["index_bytes"].as_u64().unwrap() > 0);
+    // A new store's first index checkpoint has no spare file to write over.
+    assert_eq!(checkpoint["index_over_spare"], false, "{checkpoint}");
     assert!(checkpoint["write_mb_s"].as_f64().unwrap() > 0.0);
     assert!(checkpoint["ratio"].as_f64().unwrap() > 0.0);
     // The dip against the half second before the checkpoint.

@@ -502,7 +502,7 @@ pub(crate) fn write_index(
 ) -> Result<(u64, UnsyncedIndex)> {
     let path = dir.join(index_name(id));
     let tmp = dir.join(format!("{}{}", index_name(id), epochdb_storage::TMP_SUFFIX));
-    let file = create_or_reuse(storage, dir, SPARE_INDEX_NAME, &tmp)?;
+    let (file, over_spare) = create_or_reuse(storage, dir, SPARE_INDEX_NAME, &tmp)?;
     let mut out = ChunkWriter::start(
         file,
         INDEX_HEADER_BLOCK_BYTES as u64,
@@ -564,6 +564,7 @@ pub(crate) fn write_index(
         tmp,
         path,
         dir: dir.to_path_buf(),
+        over_spare,
     };
     Ok((words * 8, unsynced))
 }
@@ -592,17 +593,17 @@ fn create_or_reuse(
     dir: &Path,
     spare_name: &str,
     tmp: &Path,
-) -> Result<Box<dyn StorageFile>> {
+) -> Result<(Box<dyn StorageFile>, bool)> {
     let spare = dir.join(spare_name);
     if storage.exists(&spare)? {
         // Replaces a leftover `tmp`.
         storage.rename(&spare, tmp)?;
-        return Ok(storage.open(tmp)?);
+        return Ok((storage.open(tmp)?, true));
     }
     if storage.exists(tmp)? {
         storage.remove(tmp)?;
     }
-    Ok(storage.create(tmp)?)
+    Ok((storage.create(tmp)?, false))
 }
 
 /// Cuts what a spare written over holds past `end`: an older file's tail.
@@ -665,9 +666,16 @@ pub(crate) struct UnsyncedIndex {
     tmp: PathBuf,
     path: PathBuf,
     dir: PathBuf,
+    over_spare: bool,
 }
 
 impl UnsyncedIndex {
+    /// Whether the file was written over a spare (see [`create_or_reuse`])
+    /// rather than created.
+    pub(crate) fn over_spare(&self) -> bool {
+        self.over_spare
+    }
+
     /// Syncs the file, renames it to its final name and syncs the
     /// directory: after this the index checkpoint survives a crash.
     pub(crate) fn make_durable(self, storage: &dyn Storage) -> Result<()> {
@@ -771,7 +779,7 @@ impl<'s> SnapshotWriter<'s> {
             snap_name(version),
             epochdb_storage::TMP_SUFFIX
         ));
-        let file = create_or_reuse(storage, dir, SPARE_SNAPSHOT_NAME, &tmp)?;
+        let (file, _) = create_or_reuse(storage, dir, SPARE_SNAPSHOT_NAME, &tmp)?;
         let mut header = Vec::with_capacity(32);
         for x in [
             u64::from(version),

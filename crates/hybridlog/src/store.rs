@@ -233,6 +233,12 @@ pub struct CheckpointInfo {
     pub phase_times: [Duration; 4],
     /// Time writing the index checkpoint.
     pub index_time: Duration,
+    /// Whether the index checkpoint was written over the spare file an
+    /// older one left (blocks already allocated) rather than into a new
+    /// file; false without an index checkpoint. New files write slower on
+    /// ext4 (BENCHMARKS.md, "Which checkpoints write slower than the
+    /// probe").
+    pub index_over_spare: bool,
 }
 
 /// The last index checkpoint: `(id, l_h, l_i)`.
@@ -929,6 +935,7 @@ impl<F: Functions> Store<F> {
         let mut bytes = 0u64;
         let with_index = with_index || driver.index.is_none();
         let mut index_sync = None;
+        let mut index_over_spare = false;
         if with_index {
             let id = driver.next_index_id;
             let l_h = inner.log.tail_address();
@@ -945,6 +952,7 @@ impl<F: Functions> Store<F> {
                 &inner.checkpoint_buffers,
                 inner.config.direct_io,
             )?;
+            index_over_spare = unsynced.over_spare();
             index_sync = Some(checkpoint::IndexSync::start(
                 unsynced,
                 inner.storage.clone(),
@@ -1074,6 +1082,7 @@ impl<F: Functions> Store<F> {
                 marks[4] - marks[3],
             ],
             index_time,
+            index_over_spare,
         })
     }
 }

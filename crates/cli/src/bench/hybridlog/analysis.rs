@@ -187,6 +187,7 @@ pub(super) fn analyze(measured: &Measured<'_>) -> Analysis {
                 } else {
                     0.0
                 },
+                index_over_spare: c.info.index_over_spare,
                 log_write_mb_s: mb_s(c.info.bytes - index_bytes, c.info.phase_times[3]),
                 write_mb_s,
                 write_fraction_of_disk: disk_write.map_or(0.0, |d| write_mb_s / d),

@@ -316,6 +316,10 @@ struct CheckpointReport {
     index_bytes: u64,
     /// The index file over the index phase.
     index_write_mb_s: f64,
+    /// Whether the index was written over the spare file an older
+    /// checkpoint left rather than into a new file
+    /// (`CheckpointInfo::index_over_spare`): new files write slower.
+    index_over_spare: bool,
     /// The rest of `bytes` (log flushed for the fold-over) over WAIT_FLUSH.
     log_write_mb_s: f64,
     /// Bytes over the time spent writing: the index phase and WAIT_FLUSH.

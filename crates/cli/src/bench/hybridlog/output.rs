@@ -67,7 +67,7 @@ pub(super) fn print_summary(r: &Report) {
             .map(|s| format!("{} {:.1}", s.phase, (s.to_s - s.from_s) * 1e3))
             .collect();
         println!(
-            "  checkpoint v{} at {:.2}–{:.2} s ({}): {:.1} MB (index {:.1} MB at {:.0} MB/s, log {:.1} MB at {:.0} MB/s) at {:.0} MB/s{}; ms per phase: {}",
+            "  checkpoint v{} at {:.2}–{:.2} s ({}): {:.1} MB (index {:.1} MB at {:.0} MB/s{}, log {:.1} MB at {:.0} MB/s) at {:.0} MB/s{}; ms per phase: {}",
             k.version,
             k.start_s,
             k.end_s,
@@ -79,6 +79,13 @@ pub(super) fn print_summary(r: &Report) {
             k.bytes as f64 / 1e6,
             k.index_bytes as f64 / 1e6,
             k.index_write_mb_s,
+            if k.index_over_spare {
+                " over a spare file"
+            } else if k.with_index {
+                " into a new file"
+            } else {
+                ""
+            },
             (k.bytes - k.index_bytes) as f64 / 1e6,
             k.log_write_mb_s,
             k.write_mb_s,
