@@ -98,7 +98,7 @@ fn a_commit_is_durable_once_a_checkpoint_holds_it() {
     assert_eq!(report.log_bytes, 0);
     assert_eq!(row_map(&db, "t"), model);
     // Two sessions so far: worker 0 (2,000 + 286 commits) and worker 1
-    // (400); the one `rows` ran had no write.
+    // (400); the one `row_map` ran had no write.
     let sessions: HashMap<u64, u64> = report.sessions.iter().copied().collect();
     assert_eq!(
         sessions.get(&0),
